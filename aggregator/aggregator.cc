@@ -1,0 +1,166 @@
+#include "gradagg/aggregator.h"
+
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+#include "aggregator/call_agreement.h"
+#include "aggregator/cross_node_phase.h"
+#include "aggregator/partition.h"
+#include "aggregator/stopwatch.h"
+#include "mpi_glue/agreement.h"
+#include "mpi_glue/mpi_error.h"
+#include "mpi_glue/node_topology.h"
+#include "nvlink/shared_window_phase.h"
+
+namespace gradagg {
+namespace {
+
+std::string LocalOptionProblem(const AggregatorOptions& options) {
+  try {
+    Validate(options);
+  } catch (const UsageError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+// Throws UsageError on every rank unless every rank passes the options that shape the algorithm identically.
+void RequireSameOptions(MPI_Comm comm, const AggregatorOptions& options) {
+  const long long mine[] = {options.bits,
+                            static_cast<long long>(options.bucketSize),
+                            options.errorFeedback,
+                            options.meanThreshold,
+                            options.quantizeOwnStripe,
+                            options.ranksPerNode};
+  constexpr int kFields = sizeof mine / sizeof mine[0];
+  const char* const names[kFields] = {"bits", "bucket size", "error feedback", "mean threshold",
+                                      "quantize own stripe", "ranks per node"};
+  long long lowest[kFields];
+  long long highest[kFields];
+  GRADAGG_MPI_CHECK(MPI_Allreduce(mine, lowest, kFields, MPI_LONG_LONG, MPI_MIN, comm));
+  GRADAGG_MPI_CHECK(MPI_Allreduce(mine, highest, kFields, MPI_LONG_LONG, MPI_MAX, comm));
+  for (int i = 0; i < kFields; ++i) {
+    if (lowest[i] != highest[i]) {
+      throw UsageError("Aggregator: ranks disagree on the option '" + std::string(names[i]) + "' (values from " +
+                       std::to_string(lowest[i]) + " to " + std::to_string(highest[i]) +
+                       "); every rank must pass the same options (" + RankAndHost() + ")");
+    }
+  }
+}
+
+}  // namespace
+
+struct Aggregator::Impl {
+  AggregatorOptions options;
+  NodeTopology topology;
+  std::unique_ptr<IntraNodePhase> intraNode;
+  std::unique_ptr<CrossNodePhase> crossNode;  // only with more than one node
+  bool shaped = false;
+  size_t length = 0;
+  std::vector<ElementRange> shards;
+  std::vector<float> stripe;
+  AggregationStats stats;
+
+  void Reshape(size_t elements) {
+    if (shaped && elements == length) return;
+    shaped = true;
+    length = elements;
+    shards = SplitIntoBucketRuns(elements, options.bucketSize, static_cast<size_t>(topology.ranksPerNode()));
+    stripe.assign(shards[static_cast<size_t>(topology.localRank())].count, 0.0f);
+  }
+};
+
+Aggregator::Aggregator(MPI_Comm comm, const AggregatorOptions& options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = options;
+  const std::string problem = AgreeOnProblem(comm, LocalOptionProblem(options));
+  if (!problem.empty()) throw UsageError("Aggregator: " + problem);
+  RequireSameOptions(comm, options);
+  try {
+    impl_->topology = NodeTopology::Discover(comm, options.ranksPerNode);
+  } catch (const std::invalid_argument& error) {
+    throw UsageError(std::string("Aggregator: ") + error.what());
+  }
+  impl_->intraNode = std::make_unique<SharedWindowPhase>(impl_->topology.node());
+  if (impl_->topology.nodeCount() > 1) {
+    impl_->crossNode = std::make_unique<CrossNodePhase>(impl_->topology.cross(), options);
+  }
+  if (options.traceLevel >= 1 && impl_->topology.rank() == 0) {
+    std::fprintf(stderr, "# gradagg: %s; %s\n", impl_->topology.Describe().c_str(), Describe(options).c_str());
+  }
+}
+
+Aggregator::~Aggregator() = default;
+
+void Aggregator::AggregateGradients(float* gradient, size_t count, GradientHeader* header) {
+  AggregateGradients(std::vector<GradientBuffer>{{gradient, count}}, header);
+}
+
+void Aggregator::AggregateGradients(const std::vector<GradientBuffer>& gradients, GradientHeader* header) {
+  Impl& self = *impl_;
+  const bool timing = self.options.timing;
+  Stopwatch totalClock;
+  Stopwatch clock;
+  PhaseTimes times;
+
+  // 0. Every rank checks its arguments; all ranks agree on sizes and sum the header.
+  std::vector<FloatSpan> spans;
+  spans.reserve(gradients.size());
+  for (const GradientBuffer& buffer : gradients) spans.push_back({buffer.data, buffer.count});
+  FlatBuffers flat;
+  std::string problem;
+  try {
+    flat = FlatBuffers(std::move(spans));
+  } catch (const std::invalid_argument& error) {
+    problem = error.what();
+  }
+  const bool contributes = AgreeOnCall(self.topology.world(), flat.size(), header, problem);
+  if (!contributes) flat.Zero();
+  if (timing) times.agreement = clock.Lap();
+
+  self.stats = AggregationStats();
+  if (flat.size() != 0) {
+    self.Reshape(flat.size());
+
+    // 1. Intra-node reduce-scatter: our stripe, summed over the node.
+    if (timing) clock.Lap();
+    self.intraNode->ReduceScatter(flat, self.shards, self.stripe.data());
+    if (timing) times.reduceScatter = clock.Lap();
+
+    // 2. Inter-node quantized exchange of the stripe.
+    if (self.crossNode) {
+      self.crossNode->Aggregate(self.stripe.data(), self.stripe.size(), timing ? &times : nullptr);
+      self.stats.interNodeBytesSent = self.crossNode->lastBytesSent();
+      self.stats.interNodeFloatBytes = self.crossNode->lastFloatBytes();
+      if (timing) clock.Lap();
+    }
+
+    // 3. Intra-node all-gather: every rank gets every stripe.
+    self.intraNode->AllGather(self.stripe.data(), self.shards, flat);
+    if (timing) times.allGather = clock.Lap();
+  }
+  times.total = totalClock.Lap();
+  self.stats.times = times;
+
+  if (self.options.traceLevel >= 2) {
+    std::fprintf(stderr,
+                 "# gradagg rank %d: %zu elements, total %.1f us (agreement %.1f, reduce-scatter %.1f, quantize %.1f, "
+                 "exchange %.1f, decode %.1f, all-gather %.1f), %zu bytes across nodes\n",
+                 self.topology.rank(), flat.size(), times.total * 1e6, times.agreement * 1e6,
+                 times.reduceScatter * 1e6, times.quantize * 1e6, times.exchange * 1e6, times.decode * 1e6,
+                 times.allGather * 1e6, self.stats.interNodeBytesSent);
+  }
+}
+
+void Aggregator::ResetResiduals() {
+  if (impl_->crossNode) impl_->crossNode->ResetResiduals();
+}
+
+const AggregationStats& Aggregator::LastStats() const { return impl_->stats; }
+const AggregatorOptions& Aggregator::options() const { return impl_->options; }
+int Aggregator::rank() const { return impl_->topology.rank(); }
+int Aggregator::size() const { return impl_->topology.size(); }
+int Aggregator::nodeCount() const { return impl_->topology.nodeCount(); }
+int Aggregator::ranksPerNode() const { return impl_->topology.ranksPerNode(); }
+
+}  // namespace gradagg

@@ -1,0 +1,110 @@
+#include "aggregator/call_agreement.h"
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gradagg/errors.h"
+#include "mpi_glue/agreement.h"
+#include "mpi_glue/mpi_error.h"
+
+namespace gradagg {
+namespace {
+
+// What every rank tells every other at the start of a call.
+enum Field : size_t { kProblem, kElements, kHasHeader, kEvalCount, kSamples, kSamplesWithLabel, kCriterion, kFieldCount };
+
+uint64_t BitsOf(double value) {
+  uint64_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+double DoubleOf(uint64_t bits) {
+  double value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+std::vector<uint64_t> AllGather(MPI_Comm world, const std::vector<uint64_t>& mine, int size) {
+  std::vector<uint64_t> all(mine.size() * static_cast<size_t>(size));
+  GRADAGG_MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_UINT64_T, all.data(),
+                                  static_cast<int>(mine.size()), MPI_UINT64_T, world));
+  return all;
+}
+
+// Throws on every rank when some rank's `field` differs from rank 0's.
+void RequireSame(const std::vector<uint64_t>& records, int size, Field field, const char* what, int myRank) {
+  const uint64_t first = records[field];
+  for (int rank = 1; rank < size; ++rank) {
+    const uint64_t value = records[static_cast<size_t>(rank) * kFieldCount + field];
+    if (value != first) {
+      throw UsageError("AggregateGradients: ranks disagree on " + std::string(what) + ": rank 0 passes " +
+                       std::to_string(first) + ", rank " + std::to_string(rank) + " passes " +
+                       std::to_string(value) + "; every rank must pass the same (seen on rank " +
+                       std::to_string(myRank) + ")");
+    }
+  }
+}
+
+}  // namespace
+
+bool AgreeOnCall(MPI_Comm world, size_t elements, GradientHeader* header, const std::string& localProblem) {
+  int rank = 0;
+  int size = 1;
+  GRADAGG_MPI_CHECK(MPI_Comm_rank(world, &rank));
+  GRADAGG_MPI_CHECK(MPI_Comm_size(world, &size));
+
+  std::vector<uint64_t> mine(kFieldCount, 0);
+  mine[kProblem] = localProblem.empty() ? 0 : 1;
+  mine[kElements] = elements;
+  if (header != nullptr) {
+    mine[kHasHeader] = 1;
+    mine[kEvalCount] = header->evalErrors.size();
+    mine[kSamples] = header->numSamples;
+    mine[kSamplesWithLabel] = header->numSamplesWithLabel;
+    mine[kCriterion] = BitsOf(header->criterion);
+  }
+  const std::vector<uint64_t> records = AllGather(world, mine, size);
+  for (int r = 0; r < size; ++r) {
+    if (records[static_cast<size_t>(r) * kFieldCount + kProblem] != 0) {
+      throw UsageError("AggregateGradients: " + AgreeOnProblem(world, localProblem));
+    }
+  }
+  RequireSame(records, size, kElements, "the number of gradient elements", rank);
+  RequireSame(records, size, kHasHeader, "whether a header is passed (1) or not (0)", rank);
+  RequireSame(records, size, kEvalCount, "the number of evalErrors entries in the header", rank);
+  if (header == nullptr) return true;
+
+  const bool contributes = header->numSamples != 0;
+  GradientHeader sum;
+  for (int r = 0; r < size; ++r) {
+    const uint64_t* record = &records[static_cast<size_t>(r) * kFieldCount];
+    sum.numSamples += record[kSamples];
+    sum.numSamplesWithLabel += record[kSamplesWithLabel];
+    sum.criterion += DoubleOf(record[kCriterion]);
+  }
+  const size_t evalCount = header->evalErrors.size();
+  sum.evalErrors.resize(evalCount);
+  if (evalCount > 0) {
+    std::vector<uint64_t> evals;
+    evals.reserve(2 * evalCount);
+    for (const EvalError& eval : header->evalErrors) {
+      evals.push_back(BitsOf(eval.errorSum));
+      evals.push_back(eval.numSamples);
+    }
+    const std::vector<uint64_t> allEvals = AllGather(world, evals, size);
+    for (int r = 0; r < size; ++r) {
+      for (size_t i = 0; i < evalCount; ++i) {
+        const uint64_t* entry = &allEvals[static_cast<size_t>(r) * 2 * evalCount + 2 * i];
+        sum.evalErrors[i].errorSum += DoubleOf(entry[0]);
+        sum.evalErrors[i].numSamples += entry[1];
+      }
+    }
+  }
+  *header = std::move(sum);
+  return contributes;
+}
+
+}  // namespace gradagg

@@ -1,0 +1,20 @@
+// The start of every AggregateGradients call: one small all-gather over all ranks that checks that every rank
+// passes the same sizes, and sums the gradient header. Ranks that disagree all throw the same UsageError, before
+// any gradient byte moves, so a mismatch never hangs or corrupts memory.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <string>
+
+#include "gradagg/gradient_header.h"
+
+namespace gradagg {
+
+// Collective over `world`. `localProblem` is what this rank found wrong with its own arguments ("" if nothing); any
+// rank's problem is thrown on every rank. Sums `header` (when not null) over all ranks in rank order, in place, so
+// every rank gets the same bits. Returns whether this rank's gradients count: false when numSamples == 0.
+bool AgreeOnCall(MPI_Comm world, size_t elements, GradientHeader* header, const std::string& localProblem);
+
+}  // namespace gradagg

@@ -1,0 +1,60 @@
+// Phase 2 of DESIGN.md: the 1-bit-SGD-style exchange among the ranks of equal local index on all M nodes.
+//
+//   1. quantize the stripe (+ residual r1), one run of whole buckets per owning node;
+//   2. send sub-stripe j to node j, receive ours from every node, and sum them in source-node order
+//      (decoded as they arrive, but always added in that order);
+//   3. re-quantize our sum (+ residual r2);
+//   4. all-gather the quantized sums; every node, the owner too, decodes every one into the stripe.
+//
+// Residuals persist across calls and are reset by ResetResiduals or by a change of stripe length.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "gradagg/aggregator.h"
+#include "nvlink/flat_buffers.h"
+#include "quantize/quantizer.h"
+
+namespace gradagg {
+
+class CrossNodePhase {
+ public:
+  // `cross` joins one rank per node, ordered by node index; not owned.
+  CrossNodePhase(MPI_Comm cross, const AggregatorOptions& options);
+
+  // Collective over `cross`: every node passes its stripe of the same length. On return `stripe` holds the
+  // aggregate over all nodes, bitwise the same on every node. `times` (may be null) gets the phase's times added.
+  void Aggregate(float* stripe, size_t length, PhaseTimes* times);
+
+  void ResetResiduals();
+  size_t lastBytesSent() const { return lastBytesSent_; }
+  size_t lastFloatBytes() const { return lastFloatBytes_; }
+
+ private:
+  void Reshape(size_t length);
+
+  MPI_Comm cross_;
+  size_t node_ = 0;
+  size_t nodes_ = 1;
+  Quantizer quantizer_;
+  bool errorFeedback_;
+  bool quantizeOwnStripe_;
+
+  bool shaped_ = false;
+  size_t length_ = 0;
+  std::vector<ElementRange> subStripes_;  // relative to the stripe, one per node
+  std::vector<size_t> wireOffsets_;       // byte offset of each sub-stripe in the stripe's wire image
+  std::vector<float> stripeResidual_;     // r1, over the stripe
+  std::vector<float> ownResidual_;        // r2, over the sub-stripe we own
+  std::vector<float> ownSum_;
+  std::vector<uint32_t> stripeWire_;      // our quantized stripe; then everyone's quantized sums
+  std::vector<uint32_t> ownWire_;         // our quantized sum
+  std::vector<uint32_t> received_;        // one slot per node for the parts of our sub-stripe
+  size_t lastBytesSent_ = 0;
+  size_t lastFloatBytes_ = 0;
+};
+
+}  // namespace gradagg

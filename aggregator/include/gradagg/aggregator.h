@@ -1,0 +1,75 @@
+// gradagg's public API: sum data-parallel gradients over all ranks of an MPI communicator.
+//
+//   gradagg::Aggregator agg(MPI_COMM_WORLD, options);
+//   agg.AggregateGradients(buffers, &header);   // in place; every rank ends with bitwise the same sum
+//
+// Three phases (DESIGN.md): an intra-node reduce-scatter through shared memory, a 1-bit-SGD-style quantized
+// exchange across nodes with error feedback, and an intra-node all-gather. On one node the result is the exact
+// float32 sum, added in local-rank order. All ranks must call with the same total size (and header shape); a
+// mismatch throws UsageError on every rank. Not thread-safe: one call at a time per Aggregator.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "gradagg/errors.h"
+#include "gradagg/gradient_header.h"
+#include "gradagg/options.h"
+
+namespace gradagg {
+
+struct GradientBuffer {
+  float* data = nullptr;
+  size_t count = 0;
+};
+
+// Seconds spent by this rank in the last call, per phase (filled when options.timing is on; total always).
+struct PhaseTimes {
+  double agreement = 0.0;      // size check and header sum
+  double reduceScatter = 0.0;  // phase 1
+  double quantize = 0.0;       // phase 2: both encodes
+  double exchange = 0.0;       // phase 2: MPI traffic and waiting for it
+  double decode = 0.0;         // phase 2: decodes and sums
+  double allGather = 0.0;      // phase 3
+  double total = 0.0;
+};
+
+struct AggregationStats {
+  PhaseTimes times;
+  size_t interNodeBytesSent = 0;   // bytes this rank sent across nodes in the last call
+  size_t interNodeFloatBytes = 0;  // what the same exchange would send as float32
+};
+
+class Aggregator {
+ public:
+  // Collective over `comm` (which it duplicates). Throws UsageError on every rank for bad or mismatched options.
+  explicit Aggregator(MPI_Comm comm, const AggregatorOptions& options = AggregatorOptions());
+  ~Aggregator();
+  Aggregator(const Aggregator&) = delete;
+  Aggregator& operator=(const Aggregator&) = delete;
+
+  // Collective. The buffers form one flat gradient, in order; on return they hold the aggregate over all ranks.
+  // `header` (nullptr on every rank, or on none) is summed over all ranks; a rank whose header says
+  // numSamples == 0 contributes zero gradients.
+  void AggregateGradients(const std::vector<GradientBuffer>& gradients, GradientHeader* header = nullptr);
+  void AggregateGradients(float* gradient, size_t count, GradientHeader* header = nullptr);
+
+  // Forget the quantization error carried between calls (error feedback). Local; call it on every rank.
+  void ResetResiduals();
+
+  const AggregationStats& LastStats() const;
+  const AggregatorOptions& options() const;
+  int rank() const;
+  int size() const;
+  int nodeCount() const;
+  int ranksPerNode() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gradagg

@@ -1,0 +1,88 @@
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+
+#include "gradagg/errors.h"
+#include "gradagg/options.h"
+#include "quantize/quantizer_config.h"
+
+namespace gradagg {
+namespace {
+
+const char* Lookup(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : nullptr;
+}
+
+long long ParseInteger(const char* name, const char* text) {
+  errno = 0;
+  char* end = nullptr;
+  const long long value = std::strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0') {
+    throw UsageError(std::string(name) + "=" + text + " is not an integer");
+  }
+  return value;
+}
+
+bool ParseSwitch(const char* name, const char* text) {
+  const std::string value(text);
+  if (value == "1" || value == "on" || value == "true" || value == "yes") return true;
+  if (value == "0" || value == "off" || value == "false" || value == "no") return false;
+  throw UsageError(std::string(name) + "=" + text + " is not one of on/off, 1/0, true/false, yes/no");
+}
+
+const char* OnOff(bool value) { return value ? "on" : "off"; }
+
+}  // namespace
+
+AggregatorOptions ApplyEnvironment(AggregatorOptions options) {
+  if (const char* text = Lookup("GRADAGG_BITS")) options.bits = static_cast<int>(ParseInteger("GRADAGG_BITS", text));
+  if (const char* text = Lookup("GRADAGG_BUCKET")) {
+    const long long bucket = ParseInteger("GRADAGG_BUCKET", text);
+    if (bucket <= 0) throw UsageError(std::string("GRADAGG_BUCKET=") + text + " must be positive");
+    options.bucketSize = static_cast<size_t>(bucket);
+  }
+  if (const char* text = Lookup("GRADAGG_ERROR_FEEDBACK")) {
+    options.errorFeedback = ParseSwitch("GRADAGG_ERROR_FEEDBACK", text);
+  }
+  if (const char* text = Lookup("GRADAGG_MEAN_THRESHOLD")) {
+    options.meanThreshold = ParseSwitch("GRADAGG_MEAN_THRESHOLD", text);
+  }
+  if (const char* text = Lookup("GRADAGG_QUANTIZE_OWN_STRIPE")) {
+    options.quantizeOwnStripe = ParseSwitch("GRADAGG_QUANTIZE_OWN_STRIPE", text);
+  }
+  if (const char* text = Lookup("GRADAGG_RANKS_PER_NODE")) {
+    options.ranksPerNode = static_cast<int>(ParseInteger("GRADAGG_RANKS_PER_NODE", text));
+  }
+  if (const char* text = Lookup("GRADAGG_TIMING")) options.timing = ParseSwitch("GRADAGG_TIMING", text);
+  if (const char* text = Lookup("GRADAGG_TRACE")) {
+    options.traceLevel = static_cast<int>(ParseInteger("GRADAGG_TRACE", text));
+  }
+  return options;
+}
+
+void Validate(const AggregatorOptions& options) {
+  if (!IsSupportedBits(options.bits)) {
+    throw UsageError("bits must be 1, 2, 4, 8 or 32, not " + std::to_string(options.bits));
+  }
+  if (options.bucketSize == 0 || options.bucketSize > kMaxBucketSize) {
+    throw UsageError("bucket size must be between 1 and " + std::to_string(kMaxBucketSize) + ", not " +
+                     std::to_string(options.bucketSize));
+  }
+  if (options.ranksPerNode < 0) {
+    throw UsageError("ranks per node must be 0 (one node per host) or positive, not " +
+                     std::to_string(options.ranksPerNode));
+  }
+  if (options.traceLevel < 0) throw UsageError("trace level must be >= 0, not " + std::to_string(options.traceLevel));
+}
+
+std::string Describe(const AggregatorOptions& options) {
+  return "bits=" + std::to_string(options.bits) + " bucket=" + std::to_string(options.bucketSize) +
+         " error_feedback=" + OnOff(options.errorFeedback) +
+         " threshold=" + (options.meanThreshold ? "mean" : "zero") +
+         " quantize_own_stripe=" + OnOff(options.quantizeOwnStripe) +
+         " ranks_per_node=" + (options.ranksPerNode == 0 ? std::string("host") : std::to_string(options.ranksPerNode)) +
+         " timing=" + OnOff(options.timing) + " trace=" + std::to_string(options.traceLevel);
+}
+
+}  // namespace gradagg

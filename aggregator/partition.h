@@ -1,0 +1,25 @@
+// Who owns which elements (DESIGN.md, Partitioning): buckets of B elements split over G shards in phase 1 and a
+// shard's buckets over M sub-stripes in phase 2, both by CNTK's rule.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "nvlink/flat_buffers.h"
+#include "quantize/quantizer_config.h"
+#include "gradagg/options.h"
+
+namespace gradagg {
+
+// CNTK's rule for n items over p owners: owner k gets n/p items, plus one if k < n%p,
+// starting at k*(n/p) + min(k, n%p).
+ElementRange PartitionItems(size_t items, size_t owners, size_t owner);
+
+// Cuts `elements` (starting on a bucket boundary; only the last bucket may be short) into `owners` runs of whole
+// buckets by PartitionItems over the buckets. Ranges are relative to the first element; some may be empty.
+std::vector<ElementRange> SplitIntoBucketRuns(size_t elements, size_t bucketSize, size_t owners);
+
+// The quantizer settings that AggregatorOptions imply.
+QuantizerConfig QuantizerConfigOf(const AggregatorOptions& options);
+
+}  // namespace gradagg

@@ -1,0 +1,155 @@
+#include "apps/gradagg/cli_options.h"
+
+#include <boost/program_options.hpp>
+#include <cctype>
+#include <sstream>
+
+#include "gradagg/errors.h"
+
+namespace gradagg::cli {
+namespace po = boost::program_options;
+
+std::optional<uint64_t> ParseByteSize(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0 || digits > 18) return std::nullopt;
+  uint64_t value = std::stoull(text.substr(0, digits));
+  std::string suffix = text.substr(digits);
+  for (char& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (!suffix.empty() && suffix.back() == 'B') suffix.pop_back();
+  if (suffix.size() == 2 && suffix[1] == 'I') suffix.pop_back();  // KiB, MiB, GiB
+  int shift = 0;
+  if (suffix == "K") {
+    shift = 10;
+  } else if (suffix == "M") {
+    shift = 20;
+  } else if (suffix == "G") {
+    shift = 30;
+  } else if (!suffix.empty()) {
+    return std::nullopt;
+  }
+  if (value > (uint64_t{1} << (62 - shift))) return std::nullopt;
+  return value << shift;
+}
+
+std::string FormatDevice(Device device) {
+  switch (device) {
+    case Device::kCpu:
+      return "cpu";
+    case Device::kCuda:
+      return "cuda";
+    case Device::kAuto:
+      break;
+  }
+  return "auto";
+}
+
+namespace {
+
+po::options_description Describe() {
+  po::options_description options(
+      "gradagg: sum gradients across MPI ranks (intra-node shared memory, 1-bit-SGD exchange across nodes),\n"
+      "benchmark it and check it against a serial simulation.\n\n"
+      "Usage: mpirun -np N gradagg [options]\n\nOptions");
+  // clang-format off
+  options.add_options()
+      ("help,h", "print this help and exit")
+      ("info", "print how gradagg was built and what it finds at run time, and exit")
+      ("device", po::value<std::string>(), "cpu | cuda | auto (default auto: cpu in this version)")
+      ("minbytes,b", po::value<std::string>(), "smallest gradient size in bytes, K/M/G suffixes (default 1M)")
+      ("maxbytes,e", po::value<std::string>(), "largest gradient size in bytes (default 16M)")
+      ("stepfactor,f", po::value<uint64_t>(), "multiply the size by this between runs, >= 2 (default 2)")
+      ("size", po::value<std::string>(), "one size only: sets -b and -e")
+      ("iters,n", po::value<int>(), "timed iterations per size (default 20)")
+      ("warmup_iters,w", po::value<int>(), "untimed warm-up iterations per size (default 5)")
+      ("check,c", "check every size against the serial simulation, bitwise, on every rank")
+      ("seed", po::value<uint64_t>(), "seed of the synthetic gradients (default 42)")
+      ("json", po::value<std::string>(), "also write all results to this JSON file")
+      ("bits", po::value<int>(), "bits per element across nodes: 1, 2, 4, 8 or 32 (default 1; GRADAGG_BITS)")
+      ("bucket", po::value<uint64_t>(), "elements per quantization bucket (default 512; GRADAGG_BUCKET)")
+      ("ranks-per-node", po::value<int>(),
+       "emulate nodes of this many consecutive ranks; 0 = one node per host (default 0; GRADAGG_RANKS_PER_NODE)")
+      ("mean-threshold", "1-bit threshold at the bucket mean instead of zero (GRADAGG_MEAN_THRESHOLD)")
+      ("no-error-feedback", "drop quantization error instead of carrying it over (GRADAGG_ERROR_FEEDBACK=off)")
+      ("no-quantize-own-stripe", "an owner adds its own part exactly (GRADAGG_QUANTIZE_OWN_STRIPE=off)")
+      ("trace", po::value<int>(), "0 quiet, 1 configuration, 2 per-call phase times on stderr (GRADAGG_TRACE)");
+  // clang-format on
+  return options;
+}
+
+uint64_t RequireSize(const po::variables_map& values, const char* name) {
+  const std::string text = values[name].as<std::string>();
+  const std::optional<uint64_t> bytes = ParseByteSize(text);
+  if (!bytes) throw UsageError("--" + std::string(name) + " " + text + " is not a size (e.g. 4096, 64K, 16M, 1G)");
+  if (*bytes % sizeof(float) != 0) {
+    throw UsageError("--" + std::string(name) + " " + text + " is not a whole number of float32 elements (4 bytes)");
+  }
+  return *bytes;
+}
+
+void Apply(const po::variables_map& values, CliOptions& cli) {
+  if (values.count("device")) {
+    const std::string device = values["device"].as<std::string>();
+    if (device == "cpu") {
+      cli.device = Device::kCpu;
+    } else if (device == "cuda") {
+      cli.device = Device::kCuda;
+    } else if (device == "auto") {
+      cli.device = Device::kAuto;
+    } else {
+      throw UsageError("--device must be cpu, cuda or auto, not '" + device + "'");
+    }
+  }
+  if (values.count("size")) cli.minBytes = cli.maxBytes = RequireSize(values, "size");
+  if (values.count("minbytes")) cli.minBytes = RequireSize(values, "minbytes");
+  if (values.count("maxbytes")) cli.maxBytes = RequireSize(values, "maxbytes");
+  if (values.count("stepfactor")) cli.stepFactor = values["stepfactor"].as<uint64_t>();
+  if (values.count("iters")) cli.iterations = values["iters"].as<int>();
+  if (values.count("warmup_iters")) cli.warmups = values["warmup_iters"].as<int>();
+  if (values.count("seed")) cli.seed = values["seed"].as<uint64_t>();
+  if (values.count("json")) cli.jsonPath = values["json"].as<std::string>();
+  cli.check = values.count("check") > 0;
+  cli.info = values.count("info") > 0;
+
+  AggregatorOptions& options = cli.aggregator;
+  options = ApplyEnvironment(options);
+  options.timing = true;
+  if (values.count("bits")) options.bits = values["bits"].as<int>();
+  if (values.count("bucket")) options.bucketSize = values["bucket"].as<uint64_t>();
+  if (values.count("ranks-per-node")) options.ranksPerNode = values["ranks-per-node"].as<int>();
+  if (values.count("mean-threshold")) options.meanThreshold = true;
+  if (values.count("no-error-feedback")) options.errorFeedback = false;
+  if (values.count("no-quantize-own-stripe")) options.quantizeOwnStripe = false;
+  if (values.count("trace")) options.traceLevel = values["trace"].as<int>();
+
+  if (cli.minBytes > cli.maxBytes) throw UsageError("--minbytes is larger than --maxbytes");
+  if (cli.stepFactor < 2) throw UsageError("--stepfactor must be at least 2");
+  if (cli.iterations < 1) throw UsageError("--iters must be at least 1");
+  if (cli.warmups < 0) throw UsageError("--warmup_iters must not be negative");
+  Validate(options);
+}
+
+}  // namespace
+
+ParseResult ParseCommandLine(int argc, const char* const* argv) {
+  ParseResult result;
+  const po::options_description description = Describe();
+  std::ostringstream help;
+  help << description;
+  result.helpText = help.str();
+  try {
+    po::variables_map values;
+    po::store(po::command_line_parser(argc, argv).options(description).run(), values);
+    po::notify(values);
+    if (values.count("help")) {
+      result.showHelp = true;
+      return result;
+    }
+    Apply(values, result.options);
+  } catch (const std::exception& error) {  // Boost's parse errors and our UsageError alike
+    result.error = error.what();
+  }
+  return result;
+}
+
+}  // namespace gradagg::cli

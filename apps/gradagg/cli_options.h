@@ -1,0 +1,42 @@
+// The gradagg command line: what to measure and check, parsed without MPI so every rank reaches the same verdict.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "gradagg/options.h"
+
+namespace gradagg::cli {
+
+enum class Device { kAuto, kCpu, kCuda };
+
+struct CliOptions {
+  Device device = Device::kAuto;
+  uint64_t minBytes = 1 << 20;
+  uint64_t maxBytes = 16 << 20;
+  uint64_t stepFactor = 2;
+  int iterations = 20;
+  int warmups = 5;
+  uint64_t seed = 42;
+  bool check = false;
+  std::string jsonPath;
+  bool info = false;
+  AggregatorOptions aggregator;  // defaults < GRADAGG_* environment < flags
+};
+
+struct ParseResult {
+  CliOptions options;
+  bool showHelp = false;
+  std::string helpText;
+  std::string error;  // non-empty: bad arguments, exit 2
+};
+
+ParseResult ParseCommandLine(int argc, const char* const* argv);
+
+// "16M" -> 16777216. K, M, G are binary (1024); a trailing B is allowed. nullopt for anything else.
+std::optional<uint64_t> ParseByteSize(const std::string& text);
+
+std::string FormatDevice(Device device);
+
+}  // namespace gradagg::cli

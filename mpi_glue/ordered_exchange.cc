@@ -1,0 +1,106 @@
+#include "mpi_glue/ordered_exchange.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "mpi_glue/mpi_error.h"
+
+namespace gradagg {
+namespace {
+
+struct PendingReceive {
+  int peer;
+  int bytes;
+};
+
+// Completes whatever is still in flight, ignoring errors: used only on the way out of a failure.
+void DrainQuietly(std::vector<MPI_Request>& requests) {
+  MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+}
+
+}  // namespace
+
+void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends,
+                         const std::vector<ReceiveBuffer>& receives, const std::function<void(int)>& onReady,
+                         size_t maxMessageBytes) {
+  int rank = 0;
+  int size = 0;
+  GRADAGG_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  GRADAGG_MPI_CHECK(MPI_Comm_size(comm, &size));
+  if (sends.size() != static_cast<size_t>(size) || receives.size() != static_cast<size_t>(size)) {
+    throw std::invalid_argument("ExchangeInRankOrder: need one send and one receive entry per rank");
+  }
+  maxMessageBytes = std::clamp<size_t>(maxMessageBytes, 1, static_cast<size_t>(INT32_MAX));
+
+  // 1. Receives first, so no message waits for a matching receive.
+  std::vector<MPI_Request> receiveRequests;
+  std::vector<PendingReceive> receiveInfo;
+  std::vector<size_t> chunksLeft(static_cast<size_t>(size), 0);
+  for (int peer = 0; peer < size; ++peer) {
+    const ReceiveBuffer& buffer = receives[static_cast<size_t>(peer)];
+    if (peer == rank) continue;
+    for (size_t offset = 0; offset < buffer.bytes; offset += maxMessageBytes) {
+      const int bytes = static_cast<int>(std::min(maxMessageBytes, buffer.bytes - offset));
+      receiveRequests.emplace_back();
+      receiveInfo.push_back({peer, bytes});
+      ++chunksLeft[static_cast<size_t>(peer)];
+      GRADAGG_MPI_CHECK(MPI_Irecv(static_cast<char*>(buffer.data) + offset, bytes, MPI_BYTE, peer, tag, comm,
+                                  &receiveRequests.back()));
+    }
+  }
+
+  // 2. Sends.
+  std::vector<MPI_Request> sendRequests;
+  for (int peer = 0; peer < size; ++peer) {
+    const SendBuffer& buffer = sends[static_cast<size_t>(peer)];
+    if (peer == rank) continue;
+    for (size_t offset = 0; offset < buffer.bytes; offset += maxMessageBytes) {
+      const int bytes = static_cast<int>(std::min(maxMessageBytes, buffer.bytes - offset));
+      sendRequests.emplace_back();
+      GRADAGG_MPI_CHECK(MPI_Isend(static_cast<const char*>(buffer.data) + offset, bytes, MPI_BYTE, peer, tag, comm,
+                                  &sendRequests.back()));
+    }
+  }
+
+  // 3. Completion-driven, consumed in rank order.
+  int nextReady = 0;
+  auto releaseReadyPrefix = [&] {
+    while (nextReady < size && chunksLeft[static_cast<size_t>(nextReady)] == 0) onReady(nextReady++);
+  };
+  try {
+    releaseReadyPrefix();
+    for (size_t done = 0; done < receiveRequests.size(); ++done) {
+      int index = MPI_UNDEFINED;
+      MPI_Status status;
+      const int result = MPI_Waitany(static_cast<int>(receiveRequests.size()), receiveRequests.data(), &index, &status);
+      if (result != MPI_SUCCESS && index != MPI_UNDEFINED) {
+        const PendingReceive& failed = receiveInfo[static_cast<size_t>(index)];
+        throw std::runtime_error("receive from rank " + std::to_string(failed.peer) + " failed: " +
+                                 MpiErrorString(result) + " (expected " + std::to_string(failed.bytes) +
+                                 " bytes; " + RankAndHost() + ")");
+      }
+      GRADAGG_MPI_CHECK(result);
+      const PendingReceive& arrived = receiveInfo[static_cast<size_t>(index)];
+      int count = 0;
+      GRADAGG_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &count));
+      if (count != arrived.bytes) {
+        throw std::runtime_error("message from rank " + std::to_string(arrived.peer) + " has " +
+                                 std::to_string(count) + " bytes, expected " + std::to_string(arrived.bytes) + " (" +
+                                 RankAndHost() + ")");
+      }
+      --chunksLeft[static_cast<size_t>(arrived.peer)];
+      releaseReadyPrefix();
+    }
+    releaseReadyPrefix();
+  } catch (...) {
+    DrainQuietly(receiveRequests);
+    DrainQuietly(sendRequests);
+    throw;
+  }
+
+  // 4. Our sends must be done before the caller may touch the send buffers.
+  GRADAGG_MPI_CHECK(MPI_Waitall(static_cast<int>(sendRequests.size()), sendRequests.data(), MPI_STATUSES_IGNORE));
+}
+
+}  // namespace gradagg

@@ -1,0 +1,41 @@
+// One round of point-to-point traffic whose results are consumed in rank order, whatever order messages arrive in.
+//
+// This is the transport of phase 2 (DESIGN.md): the scatter of quantized sub-stripes to their owners and the
+// all-gather of the owners' quantized aggregates are both one call. It moves bytes and knows no quantization; the
+// caller decodes in the onReady callback.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+namespace gradagg {
+
+struct SendBuffer {
+  const void* data = nullptr;
+  size_t bytes = 0;
+};
+
+struct ReceiveBuffer {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
+// Messages larger than this travel as several MPI messages (MPI counts are int).
+inline constexpr size_t kDefaultMaxMessageBytes = size_t{1} << 30;
+
+// Collective over `comm` in effect: every rank calls it with matching sizes.
+//   1. Posts a receive of exactly receives[p].bytes from every peer p with bytes > 0.
+//   2. Sends sends[p] to every peer p with bytes > 0 (the same buffer may go to several peers).
+//   3. As receives complete (MPI_Waitany), calls onReady(p) for p = 0, 1, ..., size-1 in that order, each as soon
+//      as p's bytes and those of every lower rank are in place; onReady(self) comes in its turn, with no traffic.
+//   4. Returns when every receive and send has completed.
+// A message of another size than expected throws MpiError / std::runtime_error naming the peer. If onReady throws,
+// all traffic is completed before the exception leaves, so no buffer is written after return.
+void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends,
+                         const std::vector<ReceiveBuffer>& receives, const std::function<void(int)>& onReady,
+                         size_t maxMessageBytes = kDefaultMaxMessageBytes);
+
+}  // namespace gradagg

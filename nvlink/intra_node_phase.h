@@ -1,0 +1,26 @@
+// Phases 1 and 3 of DESIGN.md behind one interface: the intra-node reduce-scatter and all-gather through peer
+// memory. Implementations: SharedWindowPhase (host memory, an MPI shared window) and, on GPUs, CUDA IPC over NVLink.
+#pragma once
+
+#include <vector>
+
+#include "nvlink/flat_buffers.h"
+
+namespace gradagg {
+
+class IntraNodePhase {
+ public:
+  virtual ~IntraNodePhase() = default;
+
+  // Phase 1, collective over the node. Every rank passes its whole gradient and the same shard ranges (one per
+  // local rank, in local-rank order, covering the gradient). Local rank l receives in `stripe` (shards[l].count
+  // elements) the sum over local ranks 0, 1, ..., G-1 of their elements in shards[l]: the first term assigned,
+  // the others added in that order, one float32 rounding each.
+  virtual void ReduceScatter(const FlatBuffers& gradient, const std::vector<ElementRange>& shards, float* stripe) = 0;
+
+  // Phase 3, collective over the node. Local rank l passes its aggregated stripe (shards[l].count elements); every
+  // rank receives every local rank's stripe at that rank's shard of `gradient`.
+  virtual void AllGather(const float* stripe, const std::vector<ElementRange>& shards, const FlatBuffers& gradient) = 0;
+};
+
+}  // namespace gradagg

@@ -15,10 +15,20 @@ namespace gradagg {
 inline constexpr int kSumLanes = 32;
 inline constexpr size_t kLaneGroup = 4;
 
+// Sum of term(i) for i in [0, length), in the canonical order. Written block by block (128 elements: every lane's
+// 4-element group once) so that the compiler keeps the lanes in registers and vectorizes across them; within a
+// lane the terms still come in increasing i.
 template <typename Term>
 float CanonicalSum(size_t length, Term term) {
+  constexpr size_t kBlock = kSumLanes * kLaneGroup;
   float lanes[kSumLanes] = {};
-  for (size_t i = 0; i < length; ++i) lanes[(i / kLaneGroup) % kSumLanes] += term(i);
+  size_t base = 0;
+  for (; base + kBlock <= length; base += kBlock) {
+    for (size_t c = 0; c < kLaneGroup; ++c) {
+      for (size_t k = 0; k < kSumLanes; ++k) lanes[k] += term(base + kLaneGroup * k + c);
+    }
+  }
+  for (size_t i = base; i < length; ++i) lanes[(i - base) / kLaneGroup] += term(i);
   for (int step = kSumLanes / 2; step > 0; step /= 2) {
     for (int k = 0; k < step; ++k) lanes[k] += lanes[k + step];
   }

@@ -34,8 +34,8 @@ void RequireSameOptions(MPI_Comm comm, const AggregatorOptions& options) {
                             options.quantizeOwnStripe,
                             options.ranksPerNode};
   constexpr int kFields = sizeof mine / sizeof mine[0];
-  const char* const names[kFields] = {"bits", "bucket size", "error feedback", "mean threshold",
-                                      "quantize own stripe", "ranks per node"};
+  const char* const names[kFields] = {"bits",           "bucket size",         "error feedback",
+                                      "mean threshold", "quantize own stripe", "ranks per node"};
   long long lowest[kFields];
   long long highest[kFields];
   GRADAGG_MPI_CHECK(MPI_Allreduce(mine, lowest, kFields, MPI_LONG_LONG, MPI_MIN, comm));
@@ -146,9 +146,9 @@ void Aggregator::AggregateGradients(const std::vector<GradientBuffer>& gradients
     std::fprintf(stderr,
                  "# gradagg rank %d: %zu elements, total %.1f us (agreement %.1f, reduce-scatter %.1f, quantize %.1f, "
                  "exchange %.1f, decode %.1f, all-gather %.1f), %zu bytes across nodes\n",
-                 self.topology.rank(), flat.size(), times.total * 1e6, times.agreement * 1e6,
-                 times.reduceScatter * 1e6, times.quantize * 1e6, times.exchange * 1e6, times.decode * 1e6,
-                 times.allGather * 1e6, self.stats.interNodeBytesSent);
+                 self.topology.rank(), flat.size(), times.total * 1e6, times.agreement * 1e6, times.reduceScatter * 1e6,
+                 times.quantize * 1e6, times.exchange * 1e6, times.decode * 1e6, times.allGather * 1e6,
+                 self.stats.interNodeBytesSent);
   }
 }
 

@@ -13,7 +13,16 @@ namespace gradagg {
 namespace {
 
 // What every rank tells every other at the start of a call.
-enum Field : size_t { kProblem, kElements, kHasHeader, kEvalCount, kSamples, kSamplesWithLabel, kCriterion, kFieldCount };
+enum Field : size_t {
+  kProblem,
+  kElements,
+  kHasHeader,
+  kEvalCount,
+  kSamples,
+  kSamplesWithLabel,
+  kCriterion,
+  kFieldCount
+};
 
 uint64_t BitsOf(double value) {
   uint64_t bits;
@@ -41,9 +50,8 @@ void RequireSame(const std::vector<uint64_t>& records, int size, Field field, co
     const uint64_t value = records[static_cast<size_t>(rank) * kFieldCount + field];
     if (value != first) {
       throw UsageError("AggregateGradients: ranks disagree on " + std::string(what) + ": rank 0 passes " +
-                       std::to_string(first) + ", rank " + std::to_string(rank) + " passes " +
-                       std::to_string(value) + "; every rank must pass the same (seen on rank " +
-                       std::to_string(myRank) + ")");
+                       std::to_string(first) + ", rank " + std::to_string(rank) + " passes " + std::to_string(value) +
+                       "; every rank must pass the same (seen on rank " + std::to_string(myRank) + ")");
     }
   }
 }

@@ -50,9 +50,9 @@ class CrossNodePhase {
   std::vector<float> stripeResidual_;     // r1, over the stripe
   std::vector<float> ownResidual_;        // r2, over the sub-stripe we own
   std::vector<float> ownSum_;
-  std::vector<uint32_t> stripeWire_;      // our quantized stripe; then everyone's quantized sums
-  std::vector<uint32_t> ownWire_;         // our quantized sum
-  std::vector<uint32_t> received_;        // one slot per node for the parts of our sub-stripe
+  std::vector<uint32_t> stripeWire_;  // our quantized stripe; then everyone's quantized sums
+  std::vector<uint32_t> ownWire_;     // our quantized sum
+  std::vector<uint32_t> received_;    // one slot per node for the parts of our sub-stripe
   size_t lastBytesSent_ = 0;
   size_t lastFloatBytes_ = 0;
 };

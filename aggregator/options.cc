@@ -1,9 +1,10 @@
+#include "gradagg/options.h"
+
 #include <cerrno>
 #include <cstdlib>
 #include <string>
 
 #include "gradagg/errors.h"
-#include "gradagg/options.h"
 #include "quantize/quantizer_config.h"
 
 namespace gradagg {
@@ -78,8 +79,7 @@ void Validate(const AggregatorOptions& options) {
 
 std::string Describe(const AggregatorOptions& options) {
   return "bits=" + std::to_string(options.bits) + " bucket=" + std::to_string(options.bucketSize) +
-         " error_feedback=" + OnOff(options.errorFeedback) +
-         " threshold=" + (options.meanThreshold ? "mean" : "zero") +
+         " error_feedback=" + OnOff(options.errorFeedback) + " threshold=" + (options.meanThreshold ? "mean" : "zero") +
          " quantize_own_stripe=" + OnOff(options.quantizeOwnStripe) +
          " ranks_per_node=" + (options.ranksPerNode == 0 ? std::string("host") : std::to_string(options.ranksPerNode)) +
          " timing=" + OnOff(options.timing) + " trace=" + std::to_string(options.traceLevel);

@@ -5,9 +5,9 @@
 #include <cstddef>
 #include <vector>
 
+#include "gradagg/options.h"
 #include "nvlink/flat_buffers.h"
 #include "quantize/quantizer_config.h"
-#include "gradagg/options.h"
 
 namespace gradagg {
 

@@ -17,7 +17,8 @@ std::string CallName(const std::string& call) {
 std::string MpiErrorString(int errorCode) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
-  if (MPI_Error_string(errorCode, text, &length) != MPI_SUCCESS) return "unknown MPI error " + std::to_string(errorCode);
+  if (MPI_Error_string(errorCode, text, &length) != MPI_SUCCESS)
+    return "unknown MPI error " + std::to_string(errorCode);
   return std::string(text, static_cast<size_t>(length));
 }
 
@@ -36,8 +37,8 @@ std::string RankAndHost() {
 }
 
 MpiError::MpiError(const std::string& call, int errorCode, const char* file, int line)
-    : std::runtime_error(CallName(call) + " failed: " + MpiErrorString(errorCode) + " (" + RankAndHost() + ", " +
-                         file + ":" + std::to_string(line) + ")"),
+    : std::runtime_error(CallName(call) + " failed: " + MpiErrorString(errorCode) + " (" + RankAndHost() + ", " + file +
+                         ":" + std::to_string(line) + ")"),
       errorCode_(errorCode) {}
 
 }  // namespace gradagg

@@ -24,10 +24,10 @@ std::string MpiErrorString(int errorCode);
 }  // namespace gradagg
 
 // Wraps an MPI call: throws gradagg::MpiError unless it returns MPI_SUCCESS.
-#define GRADAGG_MPI_CHECK(call)                                                      \
-  do {                                                                               \
-    const int gradaggMpiResult = (call);                                             \
-    if (gradaggMpiResult != MPI_SUCCESS) {                                           \
-      throw ::gradagg::MpiError(#call, gradaggMpiResult, __FILE__, __LINE__);        \
-    }                                                                                \
+#define GRADAGG_MPI_CHECK(call)                                               \
+  do {                                                                        \
+    const int gradaggMpiResult = (call);                                      \
+    if (gradaggMpiResult != MPI_SUCCESS) {                                    \
+      throw ::gradagg::MpiError(#call, gradaggMpiResult, __FILE__, __LINE__); \
+    }                                                                         \
   } while (false)

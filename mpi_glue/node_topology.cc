@@ -45,10 +45,11 @@ NodeTopology NodeTopology::Discover(MPI_Comm comm, int ranksPerNode) {
                                                : "");
     topology.emulated_ = true;
     topology.node_ = topology.world_.Split(rank / ranksPerNode, rank);
-    const bool oneHost = AllreduceInt(topology.node_.get(), hostId, MPI_MIN) ==
-                         AllreduceInt(topology.node_.get(), hostId, MPI_MAX);
-    ThrowIfAny(world, oneHost ? "" : "ranks per node " + std::to_string(ranksPerNode) + " puts ranks of different " +
-                                         "hosts into emulated node " + std::to_string(rank / ranksPerNode));
+    const bool oneHost =
+        AllreduceInt(topology.node_.get(), hostId, MPI_MIN) == AllreduceInt(topology.node_.get(), hostId, MPI_MAX);
+    ThrowIfAny(world, oneHost ? ""
+                              : "ranks per node " + std::to_string(ranksPerNode) + " puts ranks of different " +
+                                    "hosts into emulated node " + std::to_string(rank / ranksPerNode));
   } else {
     topology.node_ = std::move(host);
   }
@@ -67,7 +68,8 @@ NodeTopology NodeTopology::Discover(MPI_Comm comm, int ranksPerNode) {
   GRADAGG_MPI_CHECK(MPI_Allgather(&nodeLeader, 1, MPI_INT, leaders.data(), 1, MPI_INT, world));
   std::sort(leaders.begin(), leaders.end());
   leaders.erase(std::unique(leaders.begin(), leaders.end()), leaders.end());
-  topology.nodeIndex_ = static_cast<int>(std::lower_bound(leaders.begin(), leaders.end(), nodeLeader) - leaders.begin());
+  topology.nodeIndex_ =
+      static_cast<int>(std::lower_bound(leaders.begin(), leaders.end(), nodeLeader) - leaders.begin());
   topology.nodeCount_ = static_cast<int>(leaders.size());
 
   topology.cross_ = topology.world_.Split(topology.localRank_, topology.nodeIndex_);

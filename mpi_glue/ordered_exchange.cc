@@ -14,6 +14,14 @@ struct PendingReceive {
   int bytes;
 };
 
+// Calls post(offset, bytes) for each piece of a `total`-byte message cut into pieces of at most `maxPiece` bytes.
+template <typename Post>
+void ForEachPiece(size_t total, size_t maxPiece, Post post) {
+  for (size_t offset = 0; offset < total; offset += maxPiece) {
+    post(offset, static_cast<int>(std::min(maxPiece, total - offset)));
+  }
+}
+
 // Completes whatever is still in flight, ignoring errors: used only on the way out of a failure.
 void DrainQuietly(std::vector<MPI_Request>& requests) {
   MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
@@ -40,14 +48,13 @@ void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
   for (int peer = 0; peer < size; ++peer) {
     const ReceiveBuffer& buffer = receives[static_cast<size_t>(peer)];
     if (peer == rank) continue;
-    for (size_t offset = 0; offset < buffer.bytes; offset += maxMessageBytes) {
-      const int bytes = static_cast<int>(std::min(maxMessageBytes, buffer.bytes - offset));
+    ForEachPiece(buffer.bytes, maxMessageBytes, [&](size_t offset, int bytes) {
       receiveRequests.emplace_back();
       receiveInfo.push_back({peer, bytes});
       ++chunksLeft[static_cast<size_t>(peer)];
       GRADAGG_MPI_CHECK(MPI_Irecv(static_cast<char*>(buffer.data) + offset, bytes, MPI_BYTE, peer, tag, comm,
                                   &receiveRequests.back()));
-    }
+    });
   }
 
   // 2. Sends.
@@ -55,12 +62,11 @@ void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
   for (int peer = 0; peer < size; ++peer) {
     const SendBuffer& buffer = sends[static_cast<size_t>(peer)];
     if (peer == rank) continue;
-    for (size_t offset = 0; offset < buffer.bytes; offset += maxMessageBytes) {
-      const int bytes = static_cast<int>(std::min(maxMessageBytes, buffer.bytes - offset));
+    ForEachPiece(buffer.bytes, maxMessageBytes, [&](size_t offset, int bytes) {
       sendRequests.emplace_back();
       GRADAGG_MPI_CHECK(MPI_Isend(static_cast<const char*>(buffer.data) + offset, bytes, MPI_BYTE, peer, tag, comm,
                                   &sendRequests.back()));
-    }
+    });
   }
 
   // 3. Completion-driven, consumed in rank order.
@@ -76,8 +82,8 @@ void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
       const int result = MPI_Waitany(static_cast<int>(receiveRequests.size()), receiveRequests.data(), &index, &status);
       if (result != MPI_SUCCESS && index != MPI_UNDEFINED) {
         const PendingReceive& failed = receiveInfo[static_cast<size_t>(index)];
-        throw std::runtime_error("receive from rank " + std::to_string(failed.peer) + " failed: " +
-                                 MpiErrorString(result) + " (expected " + std::to_string(failed.bytes) +
+        throw std::runtime_error("receive from rank " + std::to_string(failed.peer) +
+                                 " failed: " + MpiErrorString(result) + " (expected " + std::to_string(failed.bytes) +
                                  " bytes; " + RankAndHost() + ")");
       }
       GRADAGG_MPI_CHECK(result);
@@ -85,9 +91,8 @@ void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
       int count = 0;
       GRADAGG_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &count));
       if (count != arrived.bytes) {
-        throw std::runtime_error("message from rank " + std::to_string(arrived.peer) + " has " +
-                                 std::to_string(count) + " bytes, expected " + std::to_string(arrived.bytes) + " (" +
-                                 RankAndHost() + ")");
+        throw std::runtime_error("message from rank " + std::to_string(arrived.peer) + " has " + std::to_string(count) +
+                                 " bytes, expected " + std::to_string(arrived.bytes) + " (" + RankAndHost() + ")");
       }
       --chunksLeft[static_cast<size_t>(arrived.peer)];
       releaseReadyPrefix();

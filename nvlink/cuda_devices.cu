@@ -17,8 +17,7 @@ std::string DescribeCudaDevices() {
     cudaDeviceProp properties{};
     if (cudaGetDeviceProperties(&properties, device) != cudaSuccess) continue;
     text += "GPU " + std::to_string(device) + ": " + properties.name + ", cc " + std::to_string(properties.major) +
-            "." + std::to_string(properties.minor) + ", " +
-            std::to_string(properties.totalGlobalMem >> 30) + " GiB\n";
+            "." + std::to_string(properties.minor) + ", " + std::to_string(properties.totalGlobalMem >> 30) + " GiB\n";
   }
   return count == 0 ? "no CUDA device\n" : text;
 }

@@ -27,7 +27,8 @@ void FlatBuffers::ForEachPiece(ElementRange range, Visit visit) const {
   }
   if (range.count == 0) return;
   // First span that holds range.begin: the last start <= begin among non-empty spans.
-  size_t span = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), range.begin) - starts_.begin()) - 1;
+  size_t span =
+      static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), range.begin) - starts_.begin()) - 1;
   size_t done = 0;
   while (done < range.count) {
     const size_t flat = range.begin + done;
@@ -40,15 +41,13 @@ void FlatBuffers::ForEachPiece(ElementRange range, Visit visit) const {
 }
 
 void FlatBuffers::CopyOut(ElementRange range, float* dst) const {
-  ForEachPiece(range, [dst](float* piece, size_t at, size_t length) {
-    std::memcpy(dst + at, piece, length * sizeof(float));
-  });
+  ForEachPiece(range,
+               [dst](float* piece, size_t at, size_t length) { std::memcpy(dst + at, piece, length * sizeof(float)); });
 }
 
 void FlatBuffers::CopyIn(ElementRange range, const float* src) const {
-  ForEachPiece(range, [src](float* piece, size_t at, size_t length) {
-    std::memcpy(piece, src + at, length * sizeof(float));
-  });
+  ForEachPiece(range,
+               [src](float* piece, size_t at, size_t length) { std::memcpy(piece, src + at, length * sizeof(float)); });
 }
 
 void FlatBuffers::Zero() const {

@@ -36,8 +36,8 @@ class SharedWindowPhase : public IntraNodePhase {
   int localRank_ = 0;
   int localSize_ = 1;
   MPI_Win window_ = MPI_WIN_NULL;
-  size_t capacity_ = 0;             // elements per segment
-  std::vector<float*> segments_;    // every local rank's segment, mapped into this process
+  size_t capacity_ = 0;           // elements per segment
+  std::vector<float*> segments_;  // every local rank's segment, mapped into this process
 };
 
 }  // namespace gradagg

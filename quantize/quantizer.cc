@@ -50,7 +50,9 @@ struct RangeDecoder {
         step((header.second - header.first) / static_cast<float>((1u << bits) - 1)),
         degenerate(header.second - header.first < kMinRange) {}
 
-  float operator()(uint32_t code) const { return degenerate ? lower : lower + (static_cast<float>(code) + 0.5f) * step; }
+  float operator()(uint32_t code) const {
+    return degenerate ? lower : lower + (static_cast<float>(code) + 0.5f) * step;
+  }
 };
 
 // --- 1. Statistics, each over the bucket's values v in the canonical order.
@@ -156,7 +158,7 @@ void Quantizer::Encode(const float* values, float* residual, size_t count, void*
     if (bits == 1) {
       float threshold = 0.0f;
       header = config_.threshold == OneBitThreshold::kZero ? ZeroThresholdHeader(v, length)
-                                                            : MeanThresholdHeader(v, length, &threshold);
+                                                           : MeanThresholdHeader(v, length, &threshold);
       WriteOneBitCodes(v, length, threshold, header, out + kBucketHeaderBytes, bucketResidual);
     } else {
       header = RangeHeader(v, length);

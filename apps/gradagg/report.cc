@@ -26,9 +26,7 @@ double AlgorithmBandwidth(const SizeResult& row) {
   return row.seconds > 0.0 ? static_cast<double>(row.bytes) / row.seconds / 1e9 : 0.0;
 }
 
-double BusBandwidth(const SizeResult& row, int ranks) {
-  return AlgorithmBandwidth(row) * 2.0 * (ranks - 1) / ranks;
-}
+double BusBandwidth(const SizeResult& row, int ranks) { return AlgorithmBandwidth(row) * 2.0 * (ranks - 1) / ranks; }
 
 void PrintPreamble(const CliOptions& cli, const std::string& topology, int ranks) {
   std::printf("# gradagg allreduce: %d ranks, %s\n", ranks, topology.c_str());
@@ -41,8 +39,8 @@ void PrintPreamble(const CliOptions& cli, const std::string& topology, int ranks
 }
 
 void PrintTableHeader() {
-  std::printf("#\n# %10s %10s %5s %10s %8s %8s %12s %8s %8s %8s %8s %8s %8s %8s\n", "size", "count", "type",
-              "time", "algbw", "busbw", "wire", "compress", "#wrong", "rs", "quant", "xchg", "decode", "ag");
+  std::printf("#\n# %10s %10s %5s %10s %8s %8s %12s %8s %8s %8s %8s %8s %8s %8s\n", "size", "count", "type", "time",
+              "algbw", "busbw", "wire", "compress", "#wrong", "rs", "quant", "xchg", "decode", "ag");
   std::printf("# %10s %10s %5s %10s %8s %8s %12s %8s %8s %8s %8s %8s %8s %8s\n", "(B)", "(elements)", "", "(us)",
               "(GB/s)", "(GB/s)", "(B/rank)", "", "", "(us)", "(us)", "(us)", "(us)", "(us)");
 }
@@ -91,18 +89,19 @@ void WriteJson(const std::string& path, const CliOptions& cli, const std::string
       << ", \"mean_threshold\": " << (o.meanThreshold ? "true" : "false")
       << ", \"quantize_own_stripe\": " << (o.quantizeOwnStripe ? "true" : "false")
       << ", \"ranks_per_node\": " << o.ranksPerNode << "},\n  \"iterations\": " << cli.iterations
-      << ",\n  \"warmups\": " << cli.warmups << ",\n  \"check\": "
-      << (cli.check ? "\"" + verdict + "\"" : std::string("null")) << ",\n  \"results\": [";
+      << ",\n  \"warmups\": " << cli.warmups
+      << ",\n  \"check\": " << (cli.check ? "\"" + verdict + "\"" : std::string("null")) << ",\n  \"results\": [";
   for (size_t i = 0; i < rows.size(); ++i) {
     const SizeResult& r = rows[i];
     const PhaseTimes& p = r.phases;
     out << (i == 0 ? "\n" : ",\n") << "    {\"bytes\": " << r.bytes << ", \"count\": " << r.count
         << ", \"time_us\": " << Microseconds(r.seconds) << ", \"algbw_gbps\": " << AlgorithmBandwidth(r)
         << ", \"busbw_gbps\": " << BusBandwidth(r, ranks) << ", \"inter_node_bytes_per_rank\": " << r.wireBytes
-        << ", \"inter_node_float_bytes_per_rank\": " << r.floatWireBytes << ", \"phases_us\": {\"agreement\": "
-        << Microseconds(p.agreement) << ", \"reduce_scatter\": " << Microseconds(p.reduceScatter)
-        << ", \"quantize\": " << Microseconds(p.quantize) << ", \"exchange\": " << Microseconds(p.exchange)
-        << ", \"decode\": " << Microseconds(p.decode) << ", \"all_gather\": " << Microseconds(p.allGather) << "}";
+        << ", \"inter_node_float_bytes_per_rank\": " << r.floatWireBytes
+        << ", \"phases_us\": {\"agreement\": " << Microseconds(p.agreement)
+        << ", \"reduce_scatter\": " << Microseconds(p.reduceScatter) << ", \"quantize\": " << Microseconds(p.quantize)
+        << ", \"exchange\": " << Microseconds(p.exchange) << ", \"decode\": " << Microseconds(p.decode)
+        << ", \"all_gather\": " << Microseconds(p.allGather) << "}";
     if (r.checked) {
       out << ", \"wrong\": " << r.wrong << ", \"identical\": " << (r.identical ? "true" : "false")
           << ", \"header_ok\": " << (r.headerOk ? "true" : "false") << ", \"relative_error\": " << r.relativeError;

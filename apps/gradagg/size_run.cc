@@ -15,6 +15,12 @@ namespace {
 
 constexpr int kCheckSteps = 2;  // the second step checks that residuals carry over as in the simulation
 
+uint32_t BitsOf(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
 uint64_t Fnv1a(const float* values, size_t count) {
   uint64_t hash = 0xcbf29ce484222325ULL;
   const auto* bytes = reinterpret_cast<const unsigned char*>(values);
@@ -76,7 +82,7 @@ void Check(Aggregator& aggregator, const NodeTopology& topology, const CliOption
 
     const std::vector<float> expected = simulation.Run(inputs);
     for (size_t i = 0; i < expected.size(); ++i) {
-      wrong += std::memcmp(&expected[i], &gradient[i], sizeof(float)) != 0 ? 1 : 0;
+      wrong += BitsOf(expected[i]) != BitsOf(gradient[i]) ? 1 : 0;
     }
     const uint64_t hash = Fnv1a(gradient.data(), gradient.size());
     std::vector<uint64_t> hashes(size);

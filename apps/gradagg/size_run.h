@@ -13,10 +13,10 @@ namespace gradagg::cli {
 struct SizeResult {
   size_t bytes = 0;
   size_t count = 0;
-  double seconds = 0.0;        // mean over iterations of the slowest rank's time
-  PhaseTimes phases;           // mean per call, the slowest rank for each phase
-  size_t wireBytes = 0;        // inter-node bytes sent per rank (the most any rank sent)
-  size_t floatWireBytes = 0;   // the same exchange in float32
+  double seconds = 0.0;       // mean over iterations of the slowest rank's time
+  PhaseTimes phases;          // mean per call, the slowest rank for each phase
+  size_t wireBytes = 0;       // inter-node bytes sent per rank (the most any rank sent)
+  size_t floatWireBytes = 0;  // the same exchange in float32
   bool checked = false;
   size_t wrong = 0;            // elements differing from the serial simulation, summed over ranks and steps
   bool identical = true;       // every rank held the same bytes

@@ -49,8 +49,8 @@ TEST(AggregateGradients, MatchesTheSimulationForEveryBitWidthAndAwkwardSize) {
     Aggregator aggregator(MPI_COMM_WORLD, options);
     SerialSimulation oracle = Oracle(options);
     const size_t bucket = options.bucketSize;
-    for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{5}, bucket - 1, bucket, bucket + 1,
-                         ranks * bucket - 3, 3 * ranks * bucket + 7, size_t{100003}}) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{2}, size_t{5}, bucket - 1, bucket, bucket + 1, ranks * bucket - 3,
+                         3 * ranks * bucket + 7, size_t{100003}}) {
       aggregator.ResetResiduals();
       oracle.ResetResiduals();
       ExpectMatchesOracle(aggregator, oracle, count, static_cast<uint32_t>(count + 1),

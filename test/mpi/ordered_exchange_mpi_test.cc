@@ -1,10 +1,9 @@
 // The phase-2 transport on its own: sizes, chunking, rank-ordered delivery, and a wrong size caught.
-#include "mpi_glue/ordered_exchange.h"
-
 #include <gtest/gtest.h>
 
 #include <vector>
 
+#include "mpi_glue/ordered_exchange.h"
 #include "mpi_test_support.h"
 
 namespace gradagg {
@@ -36,10 +35,13 @@ TEST(ExchangeInRankOrder, DeliversEveryMessageAndCallsBackInRankOrder) {
       receives[p] = {incoming[p].data(), incoming[p].size()};
     }
     std::vector<int> order;
-    ExchangeInRankOrder(MPI_COMM_WORLD, 5, sends, receives, [&](int peer) {
-      order.push_back(peer);
-      if (peer != rank) EXPECT_EQ(incoming[static_cast<size_t>(peer)], Message(peer, rank)) << "from " << peer;
-    }, chunk);
+    ExchangeInRankOrder(
+        MPI_COMM_WORLD, 5, sends, receives,
+        [&](int peer) {
+          order.push_back(peer);
+          if (peer != rank) EXPECT_EQ(incoming[static_cast<size_t>(peer)], Message(peer, rank)) << "from " << peer;
+        },
+        chunk);
     std::vector<int> expected(static_cast<size_t>(size));
     for (int p = 0; p < size; ++p) expected[static_cast<size_t>(p)] = p;
     EXPECT_EQ(order, expected) << "chunk " << chunk;

@@ -28,8 +28,8 @@ TEST(ParseByteSize, AcceptsBinarySuffixes) {
 }
 
 TEST(ParseCommandLine, ReadsTheIssueCommand) {
-  const ParseResult r = Parse({"--device", "cpu", "--ranks-per-node", "2", "-b", "1K", "-e", "16M", "-f", "4",
-                               "--bits", "8", "--check"});
+  const ParseResult r =
+      Parse({"--device", "cpu", "--ranks-per-node", "2", "-b", "1K", "-e", "16M", "-f", "4", "--bits", "8", "--check"});
   ASSERT_EQ(r.error, "");
   EXPECT_EQ(r.options.device, Device::kCpu);
   EXPECT_EQ(r.options.minBytes, 1024u);

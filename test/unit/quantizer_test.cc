@@ -86,8 +86,8 @@ TEST_P(QuantizerModes, WithoutResidualEncodesTheValues) {
 INSTANTIATE_TEST_SUITE_P(AllModes, QuantizerModes,
                          ::testing::Combine(::testing::Values(1, 2, 4, 8, 32), ::testing::Bool(),
                                             ::testing::Values(size_t{512}, size_t{1}, size_t{3}, size_t{100}),
-                                            ::testing::Values(size_t{0}, size_t{1}, size_t{2}, size_t{99},
-                                                              size_t{511}, size_t{512}, size_t{513}, size_t{2000})));
+                                            ::testing::Values(size_t{0}, size_t{1}, size_t{2}, size_t{99}, size_t{511},
+                                                              size_t{512}, size_t{513}, size_t{2000})));
 
 TEST(Quantizer, DecodesAnAllZeroBucketToZeroInEveryMode) {
   for (int bits : {1, 2, 4, 8, 32}) {
@@ -241,12 +241,12 @@ TEST(QuantizerConfig, RejectsBadBitsAndBuckets) {
 
 TEST(WireFormat, SizesFollowFromElementsBucketAndBits) {
   EXPECT_EQ(WireBytes(0, 512, 1), 0u);
-  EXPECT_EQ(WireBytes(1, 512, 1), 12u);      // 2 floats + 1 word
-  EXPECT_EQ(WireBytes(512, 512, 1), 72u);    // 8 + 16 words
-  EXPECT_EQ(WireBytes(513, 512, 1), 84u);    // + a bucket of 1
-  EXPECT_EQ(WireBytes(512, 512, 2), 136u);   // 8 + 32 words
-  EXPECT_EQ(WireBytes(512, 512, 8), 520u);   // 8 + 128 words
-  EXPECT_EQ(WireBytes(33, 512, 1), 16u);     // 33 bits: 2 words
+  EXPECT_EQ(WireBytes(1, 512, 1), 12u);     // 2 floats + 1 word
+  EXPECT_EQ(WireBytes(512, 512, 1), 72u);   // 8 + 16 words
+  EXPECT_EQ(WireBytes(513, 512, 1), 84u);   // + a bucket of 1
+  EXPECT_EQ(WireBytes(512, 512, 2), 136u);  // 8 + 32 words
+  EXPECT_EQ(WireBytes(512, 512, 8), 520u);  // 8 + 128 words
+  EXPECT_EQ(WireBytes(33, 512, 1), 16u);    // 33 bits: 2 words
   EXPECT_EQ(WireBytes(1000, 512, 32), 4000u);
   EXPECT_EQ(BucketWireBytes(5, 4), 12u);
 }

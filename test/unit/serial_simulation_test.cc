@@ -42,7 +42,8 @@ TEST(SerialSimulation, OneNodeIsTheExactSumInLocalRankOrder) {
   SerialSimulation simulation(Nodes(1, 4), AggregatorOptions());
   const auto inputs = RandomInputs(4, 3001, 2);
   std::vector<float> expected(3001);
-  for (size_t i = 0; i < expected.size(); ++i) expected[i] = ((inputs[0][i] + inputs[1][i]) + inputs[2][i]) + inputs[3][i];
+  for (size_t i = 0; i < expected.size(); ++i)
+    expected[i] = ((inputs[0][i] + inputs[1][i]) + inputs[2][i]) + inputs[3][i];
   ExpectSameBits(simulation.Run(inputs), expected);
 }
 

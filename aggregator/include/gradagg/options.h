@@ -8,14 +8,14 @@
 namespace gradagg {
 
 struct AggregatorOptions {
-  int bits = 1;                    // GRADAGG_BITS: 1, 2, 4, 8 bits per element across nodes; 32 sends raw floats
-  size_t bucketSize = 512;         // GRADAGG_BUCKET: elements per quantization bucket (1 .. 2^24)
-  bool errorFeedback = true;       // GRADAGG_ERROR_FEEDBACK: carry quantization error into the next call
-  bool meanThreshold = false;      // GRADAGG_MEAN_THRESHOLD: 1-bit threshold at the bucket mean instead of zero
-  bool quantizeOwnStripe = true;   // GRADAGG_QUANTIZE_OWN_STRIPE: an owner quantizes its own part too (CNTK default)
-  int ranksPerNode = 0;            // GRADAGG_RANKS_PER_NODE: 0 = one node per host; N = emulate nodes of N ranks
-  bool timing = false;             // GRADAGG_TIMING: measure per-phase times (LastStats)
-  int traceLevel = 0;              // GRADAGG_TRACE: 0 quiet, 1 configuration at start, 2 per-call phase times
+  int bits = 1;                   // GRADAGG_BITS: 1, 2, 4, 8 bits per element across nodes; 32 sends raw floats
+  size_t bucketSize = 512;        // GRADAGG_BUCKET: elements per quantization bucket (1 .. 2^24)
+  bool errorFeedback = true;      // GRADAGG_ERROR_FEEDBACK: carry quantization error into the next call
+  bool meanThreshold = false;     // GRADAGG_MEAN_THRESHOLD: 1-bit threshold at the bucket mean instead of zero
+  bool quantizeOwnStripe = true;  // GRADAGG_QUANTIZE_OWN_STRIPE: an owner quantizes its own part too (CNTK default)
+  int ranksPerNode = 0;           // GRADAGG_RANKS_PER_NODE: 0 = one node per host; N = emulate nodes of N ranks
+  bool timing = false;            // GRADAGG_TIMING: measure per-phase times (LastStats)
+  int traceLevel = 0;             // GRADAGG_TRACE: 0 quiet, 1 configuration at start, 2 per-call phase times
 };
 
 // Returns `options` with every GRADAGG_* variable that is set applied. Throws UsageError for an unparsable value.

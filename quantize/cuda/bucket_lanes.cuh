@@ -1,0 +1,92 @@
+// Device helpers shared by the quantizer kernels: one warp per bucket, each lane owning the 4-element groups
+// lane, lane + 32, lane + 64, ... of the bucket (canonical_sum.h), and the warp form of the canonical sum.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace gradagg::cuda_detail {
+
+constexpr int kWarpSize = 32;
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kGroup = 4;                         // elements per lane group
+constexpr int kGroupStride = kWarpSize * kGroup;  // 128: a warp's sweep over the bucket
+
+__device__ inline float ToFloat(float x) { return x; }
+__device__ inline float ToFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ inline float ToFloat(__half x) { return __half2float(x); }
+
+template <typename T>
+__device__ inline T FromFloat(float x);
+template <>
+__device__ inline float FromFloat<float>(float x) {
+  return x;
+}
+template <>
+__device__ inline __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <>
+__device__ inline __half FromFloat<__half>(float x) {
+  return __float2half_rn(x);
+}
+
+// Loads elements p[0 .. valid) as float; the rest of `out` becomes 0. `vector`: p is aligned for one 4-element
+// load (16 bytes for float, 8 for 16-bit types) and the caller checked it for the whole array.
+template <typename T>
+__device__ inline void LoadGroup(const T* __restrict__ p, int valid, bool vector, float (&out)[kGroup]) {
+  if (vector && valid == kGroup) {
+    if constexpr (sizeof(T) == 4) {
+      const float4 q = *reinterpret_cast<const float4*>(p);
+      out[0] = q.x;
+      out[1] = q.y;
+      out[2] = q.z;
+      out[3] = q.w;
+    } else {
+      const uint2 q = *reinterpret_cast<const uint2*>(p);
+      const T* halves = reinterpret_cast<const T*>(&q);
+#pragma unroll
+      for (int c = 0; c < kGroup; ++c) out[c] = ToFloat(halves[c]);
+    }
+    return;
+  }
+#pragma unroll
+  for (int c = 0; c < kGroup; ++c) out[c] = c < valid ? ToFloat(p[c]) : 0.0f;
+}
+
+// Stores values[0 .. valid) to p, converted to T.
+template <typename T>
+__device__ inline void StoreGroup(T* __restrict__ p, int valid, bool vector, const float (&values)[kGroup]) {
+  if (vector && valid == kGroup) {
+    if constexpr (sizeof(T) == 4) {
+      *reinterpret_cast<float4*>(p) = make_float4(values[0], values[1], values[2], values[3]);
+    } else {
+      uint2 q;
+      T* halves = reinterpret_cast<T*>(&q);
+#pragma unroll
+      for (int c = 0; c < kGroup; ++c) halves[c] = FromFloat<T>(values[c]);
+      *reinterpret_cast<uint2*>(p) = q;
+    }
+    return;
+  }
+#pragma unroll
+  for (int c = 0; c < kGroup; ++c) {
+    if (c < valid) p[c] = FromFloat<T>(values[c]);
+  }
+}
+
+// The butterfly of the canonical sum: after it every lane holds lane 0's value of the CPU tree (a + b == b + a).
+__device__ inline float WarpCanonicalSum(float laneSum) {
+#pragma unroll
+  for (int step = kWarpSize / 2; step > 0; step /= 2) {
+    laneSum = __fadd_rn(laneSum, __shfl_xor_sync(kFullMask, laneSum, step));
+  }
+  return laneSum;
+}
+
+// How many of the 4 elements at bucket offset `base` lie inside a bucket of `length`.
+__device__ inline int ValidInGroup(int base, int length) { return max(0, min(kGroup, length - base)); }
+
+}  // namespace gradagg::cuda_detail

@@ -1,0 +1,80 @@
+// Decode (or decode-and-accumulate), one warp per bucket: every lane reads the bucket's two header floats, then
+// for each of its 4-element groups the 32-bit word that holds their codes, and writes 4 values. Values are computed
+// exactly as the encoder's residual assumed: lower + (code + 0.5) * step, or the 1-bit pair.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "quantize/cuda/bucket_lanes.cuh"
+
+namespace gradagg::cuda_detail {
+
+template <typename TOut>
+struct DecodeArgs {
+  const unsigned char* wire;
+  size_t count;
+  size_t bucketSize;
+  size_t buckets;
+  size_t bucketWireBytes;  // of a full bucket
+  TOut* out;               // decode: written; accumulate (float only): out[i] += value
+  bool vector;
+};
+
+template <typename TOut, int kBits, bool kAccumulate>
+__global__ void DecodeBucketsKernel(DecodeArgs<TOut> args) {
+  const size_t bucket = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x % kWarpSize);
+  if (bucket >= args.buckets) return;
+  const size_t start = bucket * args.bucketSize;
+  const int length = static_cast<int>(min(args.bucketSize, args.count - start));
+  const unsigned char* in = args.wire + bucket * args.bucketWireBytes;
+  const float first = reinterpret_cast<const float*>(in)[0];
+  const float second = reinterpret_cast<const float*>(in)[1];
+  const uint32_t* __restrict__ words = reinterpret_cast<const uint32_t*>(in + 2 * sizeof(float));
+  TOut* __restrict__ out = args.out + start;
+
+  constexpr uint32_t kMask = (1u << kBits) - 1;
+  const float range = __fsub_rn(second, first);
+  const bool degenerate = range < 1e-36f;
+  const float step = __fdiv_rn(range, static_cast<float>(kMask));
+#pragma unroll 4
+  for (int base = kGroup * lane; base < length; base += kGroupStride) {
+    const int valid = ValidInGroup(base, length);
+    const uint32_t word = words[base * kBits / 32] >> ((base * kBits) % 32);
+    float decoded[kGroup];
+#pragma unroll
+    for (int c = 0; c < kGroup; ++c) {
+      const uint32_t code = (word >> (c * kBits)) & kMask;
+      if constexpr (kBits == 1) {
+        decoded[c] = code != 0 ? second : first;
+      } else {
+        decoded[c] = degenerate ? first : __fadd_rn(first, __fmul_rn(__fadd_rn(static_cast<float>(code), 0.5f), step));
+      }
+    }
+    if constexpr (kAccumulate) {
+      float sum[kGroup];
+      LoadGroup(out + base, valid, args.vector, sum);
+#pragma unroll
+      for (int c = 0; c < kGroup; ++c) sum[c] = __fadd_rn(sum[c], decoded[c]);
+      StoreGroup(out + base, valid, args.vector, sum);
+    } else {
+      StoreGroup(out + base, valid, args.vector, decoded);
+    }
+  }
+}
+
+// Bits 32: raw floats.
+template <typename TOut, bool kAccumulate>
+__global__ void DecodeRawKernel(const float* __restrict__ wire, size_t count, TOut* __restrict__ out) {
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    if constexpr (kAccumulate) {
+      out[i] = __fadd_rn(out[i], wire[i]);
+    } else {
+      out[i] = FromFloat<TOut>(wire[i]);
+    }
+  }
+}
+
+}  // namespace gradagg::cuda_detail

@@ -1,0 +1,189 @@
+// Encode with error feedback, one warp per bucket, in one pass over values and residual.
+//
+//   1. load v = values + residual for the bucket into registers (512 elements: 4 groups of 4 per lane; larger
+//      buckets are swept in 512-element chunks, reloaded per pass);
+//   2. statistics in the canonical order: per-lane sums, then the warp butterfly (bucket_lanes.cuh);
+//   3. codes and residuals from the header floats, exactly as a receiver decodes them; each lane packs its group's
+//      4 codes and the lanes sharing a 32-bit word OR them together with shuffles;
+//   4. lane 0 writes the two header floats.
+// Every operation is one IEEE float32 rounding (__fadd_rn and friends), as on the CPU.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "quantize/cuda/bucket_lanes.cuh"
+
+namespace gradagg::cuda_detail {
+
+enum class EncodeMode { kOneBitZero, kOneBitMean, kRange };
+
+constexpr int kEncodeGroups = 4;                            // groups per lane held in registers
+constexpr int kEncodeChunk = kGroupStride * kEncodeGroups;  // 512 elements
+constexpr float kMinRange = 1e-36f;
+
+template <typename T>
+struct EncodeArgs {
+  const T* values;
+  float* residual;  // nullptr: no error feedback
+  size_t count;
+  size_t bucketSize;
+  size_t buckets;
+  size_t bucketWireBytes;  // of a full bucket
+  unsigned char* wire;
+  bool vector;  // 4-element loads and stores are aligned everywhere
+};
+
+template <typename T, int kBits, EncodeMode kMode>
+__global__ void EncodeBucketsKernel(EncodeArgs<T> args) {
+  const size_t bucket = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
+  const int lane = static_cast<int>(threadIdx.x % kWarpSize);
+  if (bucket >= args.buckets) return;  // the whole warp leaves together
+  const size_t start = bucket * args.bucketSize;
+  const int length = static_cast<int>(min(args.bucketSize, args.count - start));
+  const T* __restrict__ values = args.values + start;
+  float* __restrict__ residual = args.residual != nullptr ? args.residual + start : nullptr;
+  const int chunks = (length + kEncodeChunk - 1) / kEncodeChunk;
+
+  // 1. v = values + residual, one chunk at a time (once for buckets of up to 512 elements).
+  float v[kEncodeGroups][kGroup];
+  auto load = [&](int chunk) {
+#pragma unroll
+    for (int j = 0; j < kEncodeGroups; ++j) {
+      const int base = chunk * kEncodeChunk + j * kGroupStride + kGroup * lane;
+      const int valid = ValidInGroup(base, length);
+      LoadGroup(values + base, valid, args.vector, v[j]);
+      if (residual != nullptr) {
+        float r[kGroup];
+        LoadGroup(residual + base, valid, args.vector, r);
+#pragma unroll
+        for (int c = 0; c < kGroup; ++c) v[j][c] = __fadd_rn(v[j][c], r[c]);
+      }
+    }
+  };
+  // Calls term(x) for every element of the bucket this lane owns, in increasing index.
+  auto forEachOwned = [&](auto term) {
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      if (chunks > 1) load(chunk);
+#pragma unroll
+      for (int j = 0; j < kEncodeGroups; ++j) {
+        const int valid = ValidInGroup(chunk * kEncodeChunk + j * kGroupStride + kGroup * lane, length);
+#pragma unroll
+        for (int c = 0; c < kGroup; ++c) {
+          if (c < valid) term(v[j][c]);
+        }
+      }
+    }
+  };
+  if (chunks == 1) load(0);
+
+  // 2. Statistics.
+  const float count = static_cast<float>(length);
+  float first;
+  float second;
+  float threshold = 0.0f;
+  if constexpr (kMode == EncodeMode::kOneBitZero) {
+    float lowerSum = 0.0f;
+    float upperSum = 0.0f;
+    unsigned upperCount = 0;
+    forEachOwned([&](float x) {
+      lowerSum = __fadd_rn(lowerSum, x >= 0.0f ? 0.0f : x);
+      upperSum = __fadd_rn(upperSum, x >= 0.0f ? x : 0.0f);
+      upperCount += x >= 0.0f ? 1u : 0u;
+    });
+    lowerSum = WarpCanonicalSum(lowerSum);
+    upperSum = WarpCanonicalSum(upperSum);
+    upperCount = __reduce_add_sync(kFullMask, upperCount);
+    const unsigned lowerCount = static_cast<unsigned>(length) - upperCount;
+    first = lowerCount != 0 ? __fdiv_rn(lowerSum, static_cast<float>(lowerCount)) : 0.0f;
+    second = upperCount != 0 ? __fdiv_rn(upperSum, static_cast<float>(upperCount)) : 0.0f;
+  } else if constexpr (kMode == EncodeMode::kOneBitMean) {
+    float sum = 0.0f;
+    forEachOwned([&](float x) { sum = __fadd_rn(sum, x); });
+    const float mean = __fdiv_rn(WarpCanonicalSum(sum), count);
+    float deviationSum = 0.0f;
+    forEachOwned([&](float x) { deviationSum = __fadd_rn(deviationSum, fabsf(__fsub_rn(x, mean))); });
+    const float deviation = __fdiv_rn(WarpCanonicalSum(deviationSum), count);
+    threshold = mean;
+    first = __fsub_rn(mean, deviation);
+    second = __fadd_rn(mean, deviation);
+  } else {
+    float squares = 0.0f;
+    forEachOwned([&](float x) { squares = __fadd_rn(squares, __fmul_rn(x, x)); });
+    const float stddev = __fsqrt_rn(__fdiv_rn(WarpCanonicalSum(squares), count));
+    first = __fmul_rn(-4.0f, stddev);
+    second = __fmul_rn(4.0f, stddev);
+  }
+
+  // 3. Codes and residuals.
+  constexpr uint32_t kMaxCode = (1u << kBits) - 1;
+  constexpr int kLanesPerWord = 8 / kBits;  // lanes whose 4 codes share one 32-bit word
+  const float levels = static_cast<float>(kMaxCode);
+  const float range = __fsub_rn(second, first);
+  const bool degenerate = range < kMinRange;
+  const float step = __fdiv_rn(range, levels);
+  const float codeScale = __fdiv_rn(levels, range);
+  auto* words = reinterpret_cast<uint32_t*>(args.wire + bucket * args.bucketWireBytes + 2 * sizeof(float));
+  const int wordCount = (length * kBits + 31) / 32;
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    if (chunks > 1) load(chunk);
+#pragma unroll
+    for (int j = 0; j < kEncodeGroups; ++j) {
+      const int base = chunk * kEncodeChunk + j * kGroupStride + kGroup * lane;
+      const int valid = ValidInGroup(base, length);
+      uint32_t packed = 0;
+      float left[kGroup];
+#pragma unroll
+      for (int c = 0; c < kGroup; ++c) {
+        const float x = v[j][c];
+        uint32_t code;
+        float decoded;
+        if constexpr (kBits == 1) {
+          code = x >= threshold ? 1u : 0u;
+          decoded = code != 0 ? second : first;
+        } else {
+          const float clipped = x < first ? first : (x > second ? second : x);  // NaN stays NaN
+          const float scaled = __fmul_rn(__fsub_rn(clipped, first), codeScale);
+          const uint32_t floored =
+              static_cast<uint32_t>(__float2int_rz(scaled >= 0.0f && scaled < levels ? scaled : 0.0f));
+          code = degenerate ? 0u : (scaled >= levels ? kMaxCode : floored);
+          decoded = degenerate ? first : __fadd_rn(first, __fmul_rn(__fadd_rn(static_cast<float>(code), 0.5f), step));
+        }
+        if (c < valid) packed |= code << (c * kBits);
+        left[c] = __fsub_rn(x, decoded);
+      }
+      if (residual != nullptr) StoreGroup(residual + base, valid, args.vector, left);
+      // The lanes of one word sit next to each other: OR their 4*kBits-bit pieces together.
+      packed <<= (lane % kLanesPerWord) * kGroup * kBits;
+#pragma unroll
+      for (int offset = 1; offset < kLanesPerWord; offset *= 2) packed |= __shfl_xor_sync(kFullMask, packed, offset);
+      const int word = (chunk * kEncodeChunk + j * kGroupStride) * kBits / 32 + lane / kLanesPerWord;
+      if (lane % kLanesPerWord == 0 && word < wordCount) words[word] = packed;
+    }
+  }
+
+  // 4. The header.
+  if (lane == 0) {
+    auto* header = reinterpret_cast<float*>(args.wire + bucket * args.bucketWireBytes);
+    header[0] = first;
+    header[1] = second;
+  }
+}
+
+// Bits 32: v = values + residual goes out as raw floats; the residual becomes 0.
+template <typename T>
+__global__ void EncodeRawKernel(const T* __restrict__ values, float* __restrict__ residual, size_t count,
+                                float* __restrict__ wire) {
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const float x = ToFloat(values[i]);
+    if (residual != nullptr) {
+      wire[i] = __fadd_rn(x, residual[i]);
+      residual[i] = 0.0f;
+    } else {
+      wire[i] = x;
+    }
+  }
+}
+
+}  // namespace gradagg::cuda_detail

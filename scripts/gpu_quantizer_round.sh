@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# One test round of the CUDA quantizer on the GPU machine: the GPU tests, the throughput benchmark against the
+# device's copy bandwidth, and the tests under compute-sanitizer (memcheck, racecheck, initcheck).
+#   scripts/gpu_quantizer_round.sh BIN_DIR OUT_DIR
+# BIN_DIR holds gradagg_gpu_tests, gradagg_cuda_quantize_benchmark and libbenchmark.so.1debian (built on the
+# Debian machine); logs go to OUT_DIR. Prints a short summary last.
+set -uo pipefail
+bin=$(cd "$1" && pwd) out=$2
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$bin:${LD_LIBRARY_PATH:-}"
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
+
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv >"$out/gpu.txt" 2>&1
+
+"$bin/gradagg_gpu_tests" >"$out/gpu_tests.txt" 2>&1
+tests=$?
+"$bin/gradagg_cuda_quantize_benchmark" --benchmark_min_time=0.1 --benchmark_counters_tabular=true \
+  >"$out/benchmark.txt" 2>&1
+bench=$?
+summary=""
+for tool in memcheck racecheck initcheck; do
+  GRADAGG_GPU_TEST_MAX_ELEMENTS=1000000 timeout 170 "$sanitizer" --tool "$tool" --error-exitcode 9 \
+    "$bin/gradagg_gpu_tests" --gtest_brief=1 >"$out/sanitizer_$tool.txt" 2>&1
+  summary="$summary $tool=$? ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.txt" | tail -n 1))"
+done
+
+echo "== gpu: $(tail -n 1 "$out/gpu.txt")"
+echo "== tests exit $tests: $(grep -E '^\[  (PASSED|FAILED) ' "$out/gpu_tests.txt" | tr '\n' ' ')"
+grep -E "Failure|differs|wrote past" "$out/gpu_tests.txt" | head -n 5
+echo "== sanitizer:$summary"
+echo "== benchmark exit $bench (GB/s, of_copy):"
+grep -E "^(Copy|Encode|DecodeAccumulate)" "$out/benchmark.txt" | awk '{print $1, $(NF-1), $NF}' | grep -E "bytes:(67108864|1073741824)"

@@ -1,0 +1,316 @@
+// The CUDA quantizer against the CPU quantizer (the oracle), byte for byte: wire, residual, decode, accumulate,
+// for every mode, element type, bucket shape and awkward input. Skipped where no GPU is visible.
+#include "quantize/cuda/cuda_quantizer.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "quantize/cuda/device_memory.h"
+#include "quantize/quantizer.h"
+
+namespace gradagg {
+namespace {
+
+constexpr unsigned char kGuard = 0xab;
+constexpr size_t kGuardBytes = 256;
+
+// The largest size a run may use (GRADAGG_GPU_TEST_MAX_ELEMENTS; smaller under compute-sanitizer).
+size_t MaxElements() {
+  const char* text = std::getenv("GRADAGG_GPU_TEST_MAX_ELEMENTS");
+  return text != nullptr ? std::strtoull(text, nullptr, 10) : size_t{100000000};
+}
+
+uint16_t Bits16(__nv_bfloat16 x) {
+  uint16_t bits;
+  std::memcpy(&bits, &x, 2);
+  return bits;
+}
+uint16_t Bits16(__half x) {
+  uint16_t bits;
+  std::memcpy(&bits, &x, 2);
+  return bits;
+}
+uint32_t Bits32(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  return bits;
+}
+
+// Host-side element conversions, the same roundings as the device's.
+template <typename T>
+T FromFloat(float x);
+template <>
+float FromFloat<float>(float x) {
+  return x;
+}
+template <>
+__nv_bfloat16 FromFloat<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <>
+__half FromFloat<__half>(float x) {
+  return __float2half_rn(x);
+}
+float ToFloat(float x) { return x; }
+float ToFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
+float ToFloat(__half x) { return __half2float(x); }
+
+template <typename T>
+ElementType TypeOf();
+template <>
+ElementType TypeOf<float>() {
+  return ElementType::kFloat32;
+}
+template <>
+ElementType TypeOf<__nv_bfloat16>() {
+  return ElementType::kBFloat16;
+}
+template <>
+ElementType TypeOf<__half>() {
+  return ElementType::kFloat16;
+}
+
+// Same bits, or both NaN (the GPU writes the canonical NaN; the CPU keeps payloads).
+bool SameOrBothNan(float a, float b) { return Bits32(a) == Bits32(b) || (std::isnan(a) && std::isnan(b)); }
+
+std::vector<float> RandomNormal(size_t count, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 generator(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> values(count);
+  for (float& v : values) v = normal(generator);
+  return values;
+}
+
+struct Mode {
+  int bits;
+  bool mean;
+};
+
+std::string Name(const Mode& mode, size_t bucket, size_t count, ElementType type) {
+  return "bits " + std::to_string(mode.bits) + (mode.mean ? " mean" : "") + " bucket " + std::to_string(bucket) +
+         " count " + std::to_string(count) + " " + ToString(type);
+}
+
+QuantizerConfig ConfigOf(const Mode& mode, size_t bucket) {
+  QuantizerConfig config;
+  config.bits = mode.bits;
+  config.bucketSize = bucket;
+  config.threshold = mode.mean ? OneBitThreshold::kMean : OneBitThreshold::kZero;
+  return config;
+}
+
+class CudaQuantizerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string reason = CudaUnavailableReason();
+    if (!reason.empty()) GTEST_SKIP() << reason;
+    GRADAGG_CUDA_CHECK(cudaStreamCreate(&stream_));
+  }
+  void TearDown() override {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  // One round on GPU and CPU: encode (with residual, carried in `cpuResidual` / `gpuResidual`), decode, accumulate.
+  // `offset` shifts the device arrays by that many elements, to exercise unaligned access.
+  template <typename T>
+  void ExpectRoundMatches(const Mode& mode, size_t bucket, const std::vector<float>& source, size_t offset,
+                          std::vector<float>& cpuResidual, DeviceBuffer& gpuResidual, bool nanAware = false) {
+    const size_t count = source.size();
+    const std::string what = Name(mode, bucket, count, TypeOf<T>()) + " offset " + std::to_string(offset);
+    const QuantizerConfig config = ConfigOf(mode, bucket);
+    const Quantizer cpu(config);
+    const CudaQuantizer gpu(config);
+
+    // Inputs in T; the CPU sees exactly their float values.
+    std::vector<T> typed(count + offset, FromFloat<T>(0.0f));
+    std::vector<float> widened(count);
+    for (size_t i = 0; i < count; ++i) {
+      typed[offset + i] = FromFloat<T>(source[i]);
+      widened[i] = ToFloat(typed[offset + i]);
+    }
+    const DeviceBuffer values = DeviceBuffer::From(typed);
+    const size_t wireBytes = gpu.WireBytes(count);
+    DeviceBuffer wire(wireBytes + kGuardBytes);
+    GRADAGG_CUDA_CHECK(cudaMemset(wire.get(), kGuard, wire.bytes()));
+
+    std::vector<uint32_t> cpuWireWords(wireBytes / 4 + 1);
+    cpu.Encode(widened.data(), cpuResidual.data(), count, cpuWireWords.data());
+    gpu.Encode(values.as<T>() + offset, TypeOf<T>(), gpuResidual.as<float>(), count, wire.get(), stream_);
+    GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
+
+    const std::vector<unsigned char> gpuWire = wire.ToHost<unsigned char>(wire.bytes());
+    const auto* cpuWire = reinterpret_cast<const unsigned char*>(cpuWireWords.data());
+    for (size_t b = wireBytes; b < gpuWire.size(); ++b)
+      ASSERT_EQ(gpuWire[b], kGuard) << what << ": wrote past the wire";
+    if (!nanAware) {
+      ASSERT_EQ(std::memcmp(gpuWire.data(), cpuWire, wireBytes), 0) << what << ": wire differs";
+    } else {
+      // Floats (header floats; every word at 32 bits) may be NaN with another payload; code words must be equal.
+      size_t at = 0;
+      for (size_t begin = 0; begin < count; begin += bucket) {
+        const size_t length = std::min(bucket, count - begin);
+        const size_t floats = mode.bits == 32 ? length : 2;
+        for (size_t f = 0; f < floats; ++f, at += 4) {
+          float a;
+          float b;
+          std::memcpy(&a, gpuWire.data() + at, 4);
+          std::memcpy(&b, cpuWire + at, 4);
+          ASSERT_TRUE(SameOrBothNan(a, b)) << what << ": float at byte " << at;
+        }
+        const size_t codeBytes = mode.bits == 32 ? 0 : 4 * ((length * static_cast<size_t>(mode.bits) + 31) / 32);
+        ASSERT_EQ(std::memcmp(gpuWire.data() + at, cpuWire + at, codeBytes), 0) << what << ": codes at byte " << at;
+        at += codeBytes;
+      }
+      ASSERT_EQ(at, wireBytes);
+    }
+    const std::vector<float> residual = gpuResidual.ToHost<float>(count);
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_TRUE(SameOrBothNan(residual[i], cpuResidual[i])) << what << ": residual " << i;
+    }
+
+    // Decode into T.
+    std::vector<float> cpuDecoded(count);
+    cpu.Decode(cpuWireWords.data(), count, cpuDecoded.data());
+    DeviceBuffer decoded((count + offset) * sizeof(T) + kGuardBytes);
+    GRADAGG_CUDA_CHECK(cudaMemset(decoded.get(), kGuard, decoded.bytes()));
+    gpu.Decode(wire.get(), count, decoded.as<T>() + offset, TypeOf<T>(), stream_);
+    // Accumulate into float32.
+    const std::vector<float> start = RandomNormal(count + offset, 5);
+    DeviceBuffer sums = DeviceBuffer::From(start);
+    gpu.DecodeAccumulate(wire.get(), count, sums.as<float>() + offset, stream_);
+    GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
+
+    const std::vector<unsigned char> decodedBytes = decoded.ToHost<unsigned char>(decoded.bytes());
+    for (size_t b = (count + offset) * sizeof(T); b < decodedBytes.size(); ++b) {
+      ASSERT_EQ(decodedBytes[b], kGuard) << what << ": decode wrote past the end";
+    }
+    const std::vector<T> gpuDecoded = decoded.ToHost<T>(count + offset);
+    const std::vector<float> gpuSums = sums.ToHost<float>(count + offset);
+    for (size_t i = 0; i < count; ++i) {
+      const T expected = FromFloat<T>(cpuDecoded[i]);
+      if constexpr (sizeof(T) == 4) {
+        ASSERT_TRUE(SameOrBothNan(gpuDecoded[offset + i], expected)) << what << ": decode " << i;
+      } else {
+        const bool bothNan = std::isnan(ToFloat(expected)) && std::isnan(ToFloat(gpuDecoded[offset + i]));
+        ASSERT_TRUE(bothNan || Bits16(gpuDecoded[offset + i]) == Bits16(expected)) << what << ": decode " << i;
+      }
+      ASSERT_TRUE(SameOrBothNan(gpuSums[offset + i], start[offset + i] + cpuDecoded[i])) << what << ": sum " << i;
+    }
+  }
+
+  template <typename T>
+  void ExpectMatchesForSizes(const Mode& mode, size_t bucket, const std::vector<size_t>& counts) {
+    for (size_t count : counts) {
+      std::vector<float> cpuResidual = RandomNormal(count, 11, 0.1f);
+      DeviceBuffer gpuResidual = DeviceBuffer::From(cpuResidual);
+      ExpectRoundMatches<T>(mode, bucket, RandomNormal(count, static_cast<uint32_t>(count) + 3), 0, cpuResidual,
+                            gpuResidual);
+      if (HasFatalFailure()) return;
+    }
+  }
+
+  cudaStream_t stream_ = nullptr;
+};
+
+const Mode kModes[] = {{1, false}, {1, true}, {2, false}, {4, false}, {8, false}, {32, false}};
+
+TEST_F(CudaQuantizerTest, MatchesTheCpuForEveryModeTypeAndBucketShape) {
+  for (const Mode& mode : kModes) {
+    for (size_t bucket : {size_t{512}, size_t{100}, size_t{3}, size_t{4096}}) {
+      const std::vector<size_t> counts = {0, 1, bucket - 1, bucket, bucket + 1, 3 * bucket + 5, 100003};
+      ExpectMatchesForSizes<float>(mode, bucket, counts);
+      ExpectMatchesForSizes<__nv_bfloat16>(mode, bucket, counts);
+      ExpectMatchesForSizes<__half>(mode, bucket, counts);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST_F(CudaQuantizerTest, MatchesTheCpuAtTenToTheEighthElements) {
+  const size_t count = std::min<size_t>(100000000, MaxElements());
+  for (const Mode& mode : {Mode{1, false}, Mode{8, false}}) {
+    ExpectMatchesForSizes<float>(mode, 512, {count});
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST_F(CudaQuantizerTest, UnalignedArraysTakeTheScalarPathAndStillMatch) {
+  for (const Mode& mode : kModes) {
+    for (size_t offset : {1, 2, 3}) {
+      std::vector<float> cpuResidual = RandomNormal(5000, 2, 0.1f);
+      DeviceBuffer gpuResidual = DeviceBuffer::From(cpuResidual);
+      ExpectRoundMatches<float>(mode, 512, RandomNormal(5000, 8), offset, cpuResidual, gpuResidual);
+      std::vector<float> cpuResidual16 = RandomNormal(5000, 2, 0.1f);
+      DeviceBuffer gpuResidual16 = DeviceBuffer::From(cpuResidual16);
+      ExpectRoundMatches<__nv_bfloat16>(mode, 512, RandomNormal(5000, 8), offset, cpuResidual16, gpuResidual16);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST_F(CudaQuantizerTest, ResidualsPersistAcrossCallsLikeTheCpu) {
+  for (const Mode& mode : kModes) {
+    std::vector<float> cpuResidual(7000, 0.0f);
+    DeviceBuffer gpuResidual = DeviceBuffer::From(cpuResidual);
+    for (uint32_t step = 0; step < 4; ++step) {
+      ExpectRoundMatches<float>(mode, 512, RandomNormal(7000, 100 + step), 0, cpuResidual, gpuResidual);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST_F(CudaQuantizerTest, NanAndInfPoisonTheirBucketAsOnTheCpuAndWriteNothingOutside) {
+  for (const Mode& mode : kModes) {
+    std::vector<float> values = RandomNormal(3000, 4);
+    values[10] = std::numeric_limits<float>::quiet_NaN();
+    values[700] = std::numeric_limits<float>::infinity();
+    values[1500] = -std::numeric_limits<float>::infinity();
+    std::vector<float> cpuResidual(3000, 0.0f);
+    DeviceBuffer gpuResidual = DeviceBuffer::From(cpuResidual);
+    ExpectRoundMatches<float>(mode, 512, values, 0, cpuResidual, gpuResidual, /*nanAware=*/true);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST_F(CudaQuantizerTest, AllZeroBucketsDecodeToZero) {
+  for (const Mode& mode : kModes) {
+    const QuantizerConfig config = ConfigOf(mode, 512);
+    const CudaQuantizer gpu(config);
+    const DeviceBuffer zeros = DeviceBuffer::From(std::vector<float>(1500, 0.0f));
+    DeviceBuffer residual = DeviceBuffer::From(std::vector<float>(1500, 0.0f));
+    DeviceBuffer wire(gpu.WireBytes(1500));
+    DeviceBuffer decoded = DeviceBuffer::From(std::vector<float>(1500, 7.0f));
+    gpu.Encode(zeros.get(), ElementType::kFloat32, residual.as<float>(), 1500, wire.get(), stream_);
+    gpu.Decode(wire.get(), 1500, decoded.get(), ElementType::kFloat32, stream_);
+    GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (float x : decoded.ToHost<float>(1500)) ASSERT_EQ(x, 0.0f) << "bits " << mode.bits;
+    for (float r : residual.ToHost<float>(1500)) ASSERT_EQ(r, 0.0f) << "bits " << mode.bits;
+  }
+}
+
+TEST_F(CudaQuantizerTest, WithoutResidualEncodesTheValues) {
+  for (const Mode& mode : kModes) {
+    const QuantizerConfig config = ConfigOf(mode, 512);
+    const std::vector<float> values = RandomNormal(2049, 6);
+    std::vector<uint32_t> cpuWire(Quantizer(config).WireBytes(2049) / 4);
+    Quantizer(config).Encode(values.data(), nullptr, values.size(), cpuWire.data());
+    const CudaQuantizer gpu(config);
+    const DeviceBuffer input = DeviceBuffer::From(values);
+    DeviceBuffer wire(gpu.WireBytes(2049));
+    gpu.Encode(input.get(), ElementType::kFloat32, nullptr, values.size(), wire.get(), stream_);
+    GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    EXPECT_EQ(wire.ToHost<uint32_t>(cpuWire.size()), cpuWire) << "bits " << mode.bits;
+  }
+}
+
+}  // namespace
+}  // namespace gradagg

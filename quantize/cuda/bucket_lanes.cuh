@@ -33,11 +33,23 @@ __device__ inline __half FromFloat<__half>(float x) {
   return __float2half_rn(x);
 }
 
-// Loads elements p[0 .. valid) as float; the rest of `out` becomes 0. `vector`: p is aligned for one 4-element
-// load (16 bytes for float, 8 for 16-bit types) and the caller checked it for the whole array.
+// A lane's group at bucket offset `base`: how many of its 4 elements exist, and whether one 4-wide access may
+// read or write them all (`vector`: the arrays are aligned for it, checked by the host). `whole` is its own
+// comparison on purpose: CUDA 13.0's ptxas fused `valid == 4` with the min/max that computes `valid` into one
+// VIMNMX whose predicate took the vector path for partial groups (seen on an H100 under compute-sanitizer).
+struct Group {
+  int valid;
+  bool wide;
+};
+
+__device__ inline Group GroupAt(int base, int length, bool vector) {
+  return {max(0, min(kGroup, length - base)), vector && base + kGroup <= length};
+}
+
+// Loads elements p[0 .. group.valid) as float; the rest of `out` becomes 0.
 template <typename T>
-__device__ inline void LoadGroup(const T* __restrict__ p, int valid, bool vector, float (&out)[kGroup]) {
-  if (vector && valid == kGroup) {
+__device__ inline void LoadGroup(const T* __restrict__ p, Group group, float (&out)[kGroup]) {
+  if (group.wide) {
     if constexpr (sizeof(T) == 4) {
       const float4 q = *reinterpret_cast<const float4*>(p);
       out[0] = q.x;
@@ -53,13 +65,13 @@ __device__ inline void LoadGroup(const T* __restrict__ p, int valid, bool vector
     return;
   }
 #pragma unroll
-  for (int c = 0; c < kGroup; ++c) out[c] = c < valid ? ToFloat(p[c]) : 0.0f;
+  for (int c = 0; c < kGroup; ++c) out[c] = c < group.valid ? ToFloat(p[c]) : 0.0f;
 }
 
-// Stores values[0 .. valid) to p, converted to T.
+// Stores values[0 .. group.valid) to p, converted to T.
 template <typename T>
-__device__ inline void StoreGroup(T* __restrict__ p, int valid, bool vector, const float (&values)[kGroup]) {
-  if (vector && valid == kGroup) {
+__device__ inline void StoreGroup(T* __restrict__ p, Group group, const float (&values)[kGroup]) {
+  if (group.wide) {
     if constexpr (sizeof(T) == 4) {
       *reinterpret_cast<float4*>(p) = make_float4(values[0], values[1], values[2], values[3]);
     } else {
@@ -73,7 +85,7 @@ __device__ inline void StoreGroup(T* __restrict__ p, int valid, bool vector, con
   }
 #pragma unroll
   for (int c = 0; c < kGroup; ++c) {
-    if (c < valid) p[c] = FromFloat<T>(values[c]);
+    if (c < group.valid) p[c] = FromFloat<T>(values[c]);
   }
 }
 
@@ -85,8 +97,5 @@ __device__ inline float WarpCanonicalSum(float laneSum) {
   }
   return laneSum;
 }
-
-// How many of the 4 elements at bucket offset `base` lie inside a bucket of `length`.
-__device__ inline int ValidInGroup(int base, int length) { return max(0, min(kGroup, length - base)); }
 
 }  // namespace gradagg::cuda_detail

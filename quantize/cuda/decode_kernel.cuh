@@ -40,7 +40,7 @@ __global__ void DecodeBucketsKernel(DecodeArgs<TOut> args) {
   const float step = __fdiv_rn(range, static_cast<float>(kMask));
 #pragma unroll 4
   for (int base = kGroup * lane; base < length; base += kGroupStride) {
-    const int valid = ValidInGroup(base, length);
+    const Group group = GroupAt(base, length, args.vector);
     const uint32_t word = words[base * kBits / 32] >> ((base * kBits) % 32);
     float decoded[kGroup];
 #pragma unroll
@@ -54,12 +54,12 @@ __global__ void DecodeBucketsKernel(DecodeArgs<TOut> args) {
     }
     if constexpr (kAccumulate) {
       float sum[kGroup];
-      LoadGroup(out + base, valid, args.vector, sum);
+      LoadGroup(out + base, group, sum);
 #pragma unroll
       for (int c = 0; c < kGroup; ++c) sum[c] = __fadd_rn(sum[c], decoded[c]);
-      StoreGroup(out + base, valid, args.vector, sum);
+      StoreGroup(out + base, group, sum);
     } else {
-      StoreGroup(out + base, valid, args.vector, decoded);
+      StoreGroup(out + base, group, decoded);
     }
   }
 }

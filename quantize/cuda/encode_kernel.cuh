@@ -51,11 +51,11 @@ __global__ void EncodeBucketsKernel(EncodeArgs<T> args) {
 #pragma unroll
     for (int j = 0; j < kEncodeGroups; ++j) {
       const int base = chunk * kEncodeChunk + j * kGroupStride + kGroup * lane;
-      const int valid = ValidInGroup(base, length);
-      LoadGroup(values + base, valid, args.vector, v[j]);
+      const Group group = GroupAt(base, length, args.vector);
+      LoadGroup(values + base, group, v[j]);
       if (residual != nullptr) {
         float r[kGroup];
-        LoadGroup(residual + base, valid, args.vector, r);
+        LoadGroup(residual + base, group, r);
 #pragma unroll
         for (int c = 0; c < kGroup; ++c) v[j][c] = __fadd_rn(v[j][c], r[c]);
       }
@@ -67,7 +67,7 @@ __global__ void EncodeBucketsKernel(EncodeArgs<T> args) {
       if (chunks > 1) load(chunk);
 #pragma unroll
       for (int j = 0; j < kEncodeGroups; ++j) {
-        const int valid = ValidInGroup(chunk * kEncodeChunk + j * kGroupStride + kGroup * lane, length);
+        const int valid = GroupAt(chunk * kEncodeChunk + j * kGroupStride + kGroup * lane, length, false).valid;
 #pragma unroll
         for (int c = 0; c < kGroup; ++c) {
           if (c < valid) term(v[j][c]);
@@ -130,7 +130,7 @@ __global__ void EncodeBucketsKernel(EncodeArgs<T> args) {
 #pragma unroll
     for (int j = 0; j < kEncodeGroups; ++j) {
       const int base = chunk * kEncodeChunk + j * kGroupStride + kGroup * lane;
-      const int valid = ValidInGroup(base, length);
+      const Group group = GroupAt(base, length, args.vector);
       uint32_t packed = 0;
       float left[kGroup];
 #pragma unroll
@@ -149,10 +149,10 @@ __global__ void EncodeBucketsKernel(EncodeArgs<T> args) {
           code = degenerate ? 0u : (scaled >= levels ? kMaxCode : floored);
           decoded = degenerate ? first : __fadd_rn(first, __fmul_rn(__fadd_rn(static_cast<float>(code), 0.5f), step));
         }
-        if (c < valid) packed |= code << (c * kBits);
+        if (c < group.valid) packed |= code << (c * kBits);
         left[c] = __fsub_rn(x, decoded);
       }
-      if (residual != nullptr) StoreGroup(residual + base, valid, args.vector, left);
+      if (residual != nullptr) StoreGroup(residual + base, group, left);
       // The lanes of one word sit next to each other: OR their 4*kBits-bit pieces together.
       packed <<= (lane % kLanesPerWord) * kGroup * kBits;
 #pragma unroll

@@ -63,6 +63,7 @@ po::options_description Describe() {
       ("iters,n", po::value<int>(), "timed iterations per size (default 20)")
       ("warmup_iters,w", po::value<int>(), "untimed warm-up iterations per size (default 5)")
       ("check,c", "check every size against the serial simulation, bitwise, on every rank")
+      ("no-baseline", "skip timing MPI_Allreduce of the same gradient beside gradagg")
       ("seed", po::value<uint64_t>(), "seed of the synthetic gradients (default 42)")
       ("json", po::value<std::string>(), "also write all results to this JSON file")
       ("bits", po::value<int>(), "bits per element across nodes: 1, 2, 4, 8 or 32 (default 1; GRADAGG_BITS)")
@@ -109,6 +110,7 @@ void Apply(const po::variables_map& values, CliOptions& cli) {
   if (values.count("seed")) cli.seed = values["seed"].as<uint64_t>();
   if (values.count("json")) cli.jsonPath = values["json"].as<std::string>();
   cli.check = values.count("check") > 0;
+  cli.mpiBaseline = values.count("no-baseline") == 0;
   cli.info = values.count("info") > 0;
 
   AggregatorOptions& options = cli.aggregator;

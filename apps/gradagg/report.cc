@@ -36,6 +36,7 @@ void PrintPreamble(const CliOptions& cli, const std::string& topology, int ranks
               static_cast<unsigned long long>(cli.stepFactor), cli.warmups, cli.iterations,
               static_cast<unsigned long long>(cli.seed), cli.check ? "on" : "off");
   std::printf("# time: mean over iterations of the slowest rank; phases: mean per call of the slowest rank (us)\n");
+  std::printf("# mpi: MPI_Allreduce (float32, sum) of the same gradient, timed the same way; vs_mpi = mpi / time\n");
 }
 
 void PrintTableHeader() {
@@ -52,11 +53,17 @@ void PrintRow(const SizeResult& row, int ranks) {
   } else {
     std::snprintf(wrong, sizeof wrong, "N/A");
   }
-  std::printf("  %10zu %10zu %5s %10.1f %8.3f %8.3f %12zu %8.2f %8s %8.1f %8.1f %8.1f %8.1f %8.1f\n", row.bytes,
-              row.count, "float", Microseconds(row.seconds), AlgorithmBandwidth(row), BusBandwidth(row, ranks),
-              row.wireBytes, Compression(row), wrong, Microseconds(row.phases.reduceScatter),
+  char mpi[32] = "N/A";
+  char speedup[32] = "N/A";
+  if (row.mpiSeconds > 0.0) {
+    std::snprintf(mpi, sizeof mpi, "%.1f", Microseconds(row.mpiSeconds));
+    std::snprintf(speedup, sizeof speedup, "%.2f", row.mpiSeconds / row.seconds);
+  }
+  std::printf("  %10zu %10zu %5s %10.1f %8.3f %8.3f %12zu %8.2f %8s %8.1f %8.1f %8.1f %8.1f %8.1f %10s %7s\n",
+              row.bytes, row.count, "float", Microseconds(row.seconds), AlgorithmBandwidth(row),
+              BusBandwidth(row, ranks), row.wireBytes, Compression(row), wrong, Microseconds(row.phases.reduceScatter),
               Microseconds(row.phases.quantize), Microseconds(row.phases.exchange), Microseconds(row.phases.decode),
-              Microseconds(row.phases.allGather));
+              Microseconds(row.phases.allGather), mpi, speedup);
   std::fflush(stdout);
 }
 
@@ -102,6 +109,7 @@ void WriteJson(const std::string& path, const CliOptions& cli, const std::string
         << ", \"reduce_scatter\": " << Microseconds(p.reduceScatter) << ", \"quantize\": " << Microseconds(p.quantize)
         << ", \"exchange\": " << Microseconds(p.exchange) << ", \"decode\": " << Microseconds(p.decode)
         << ", \"all_gather\": " << Microseconds(p.allGather) << "}";
+    if (r.mpiSeconds > 0.0) out << ", \"mpi_allreduce_time_us\": " << Microseconds(r.mpiSeconds);
     if (r.checked) {
       out << ", \"wrong\": " << r.wrong << ", \"identical\": " << (r.identical ? "true" : "false")
           << ", \"header_ok\": " << (r.headerOk ? "true" : "false") << ", \"relative_error\": " << r.relativeError;

@@ -105,44 +105,72 @@ void Check(Aggregator& aggregator, const NodeTopology& topology, const CliOption
   result.headerOk = (anyBad & 2) == 0;
 }
 
+// Runs `call` on a copy of `pristine`: `warmups` untimed calls, then timed ones, each from the same input (sums
+// would otherwise grow without bound) restored outside the timing and started together after a barrier. Returns
+// the mean over iterations of the slowest rank's seconds; afterEach() runs after every timed call.
+template <typename Call, typename AfterEach>
+double TimeCalls(MPI_Comm world, const CliOptions& cli, const std::vector<float>& pristine, Call call,
+                 AfterEach afterEach) {
+  std::vector<float> gradient(pristine);
+  for (int i = 0; i < cli.warmups; ++i) {
+    std::memcpy(gradient.data(), pristine.data(), pristine.size() * sizeof(float));
+    call(gradient);
+  }
+  std::vector<double> seconds(static_cast<size_t>(cli.iterations));
+  for (int i = 0; i < cli.iterations; ++i) {
+    std::memcpy(gradient.data(), pristine.data(), pristine.size() * sizeof(float));
+    GRADAGG_MPI_CHECK(MPI_Barrier(world));
+    const double start = MPI_Wtime();
+    call(gradient);
+    seconds[static_cast<size_t>(i)] = MPI_Wtime() - start;
+    afterEach();
+  }
+  std::vector<double> slowest(seconds.size());
+  GRADAGG_MPI_CHECK(MPI_Allreduce(seconds.data(), slowest.data(), cli.iterations, MPI_DOUBLE, MPI_MAX, world));
+  double sum = 0.0;
+  for (double s : slowest) sum += s;
+  return sum / static_cast<double>(slowest.size());
+}
+
+// MPI_Allreduce in place, in pieces that fit MPI's int counts.
+void MpiAllreduce(MPI_Comm world, std::vector<float>& gradient) {
+  constexpr size_t kPiece = size_t{1} << 28;
+  for (size_t begin = 0; begin < gradient.size(); begin += kPiece) {
+    const int length = static_cast<int>(std::min(kPiece, gradient.size() - begin));
+    GRADAGG_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, gradient.data() + begin, length, MPI_FLOAT, MPI_SUM, world));
+  }
+}
+
 void Time(Aggregator& aggregator, const NodeTopology& topology, const CliOptions& cli, SizeResult& result) {
   MPI_Comm world = topology.world();
   std::vector<float> pristine(result.count);
   FillSyntheticGradient(pristine.data(), pristine.size(), cli.seed, topology.rank(), 0);
-  std::vector<float> gradient(result.count);
-  for (int i = 0; i < cli.warmups; ++i) {
-    gradient = pristine;
-    aggregator.AggregateGradients(gradient.data(), gradient.size());
-  }
-  // Each iteration starts from the same input (sums would grow without bound otherwise), outside the timing.
-  constexpr int kPhases = 7;
-  std::vector<double> seconds(static_cast<size_t>(cli.iterations));
+
+  constexpr int kPhases = 6;
   double phases[kPhases] = {};
   size_t wireBytes = 0;
   size_t floatWireBytes = 0;
-  for (int i = 0; i < cli.iterations; ++i) {
-    std::memcpy(gradient.data(), pristine.data(), pristine.size() * sizeof(float));
-    GRADAGG_MPI_CHECK(MPI_Barrier(world));
-    aggregator.AggregateGradients(gradient.data(), gradient.size());
-    const AggregationStats& stats = aggregator.LastStats();
-    const PhaseTimes& t = stats.times;
-    seconds[static_cast<size_t>(i)] = t.total;
-    const double each[kPhases] = {t.agreement, t.reduceScatter, t.quantize, t.exchange, t.decode, t.allGather, t.total};
-    for (int p = 0; p < kPhases; ++p) phases[p] += each[p] / cli.iterations;
-    wireBytes = stats.interNodeBytesSent;
-    floatWireBytes = stats.interNodeFloatBytes;
-  }
-  std::vector<double> slowest(seconds.size());
-  GRADAGG_MPI_CHECK(MPI_Allreduce(seconds.data(), slowest.data(), cli.iterations, MPI_DOUBLE, MPI_MAX, world));
+  result.seconds = TimeCalls(
+      world, cli, pristine, [&](std::vector<float>& g) { aggregator.AggregateGradients(g.data(), g.size()); },
+      [&] {
+        const AggregationStats& stats = aggregator.LastStats();
+        const PhaseTimes& t = stats.times;
+        const double each[kPhases] = {t.agreement, t.reduceScatter, t.quantize, t.exchange, t.decode, t.allGather};
+        for (int p = 0; p < kPhases; ++p) phases[p] += each[p] / cli.iterations;
+        wireBytes = stats.interNodeBytesSent;
+        floatWireBytes = stats.interNodeFloatBytes;
+      });
   double slowestPhases[kPhases];
   GRADAGG_MPI_CHECK(MPI_Allreduce(phases, slowestPhases, kPhases, MPI_DOUBLE, MPI_MAX, world));
   GRADAGG_MPI_CHECK(MPI_Allreduce(&wireBytes, &result.wireBytes, 1, MPI_UINT64_T, MPI_MAX, world));
   GRADAGG_MPI_CHECK(MPI_Allreduce(&floatWireBytes, &result.floatWireBytes, 1, MPI_UINT64_T, MPI_MAX, world));
-  double sum = 0.0;
-  for (double s : slowest) sum += s;
-  result.seconds = sum / static_cast<double>(slowest.size());
   result.phases = {slowestPhases[0], slowestPhases[1], slowestPhases[2], slowestPhases[3],
-                   slowestPhases[4], slowestPhases[5], slowestPhases[6]};
+                   slowestPhases[4], slowestPhases[5], result.seconds};
+
+  if (cli.mpiBaseline) {
+    result.mpiSeconds = TimeCalls(
+        world, cli, pristine, [&](std::vector<float>& g) { MpiAllreduce(world, g); }, [] {});
+  }
 }
 
 }  // namespace

@@ -69,6 +69,13 @@ struct Aggregator::Impl {
     shards = SplitIntoBucketRuns(elements, options.bucketSize, static_cast<size_t>(topology.ranksPerNode()));
     stripe.assign(shards[static_cast<size_t>(topology.localRank())].count, 0.0f);
   }
+
+  // Phase 2 on `values`, with its byte counts recorded.
+  void AggregateAcrossNodes(float* values, size_t count, PhaseTimes* times) {
+    crossNode->Aggregate(values, count, times);
+    stats.interNodeBytesSent = crossNode->lastBytesSent();
+    stats.interNodeFloatBytes = crossNode->lastFloatBytes();
+  }
 };
 
 Aggregator::Aggregator(MPI_Comm comm, const AggregatorOptions& options) : impl_(std::make_unique<Impl>()) {
@@ -119,7 +126,11 @@ void Aggregator::AggregateGradients(const std::vector<GradientBuffer>& gradients
   if (timing) times.agreement = clock.Lap();
 
   self.stats = AggregationStats();
-  if (flat.size() != 0) {
+  float* inPlace = self.topology.ranksPerNode() == 1 ? flat.Contiguous() : nullptr;
+  if (inPlace != nullptr) {
+    // One rank per node and one buffer: phases 1 and 3 are the identity, so phase 2 works on the gradient itself.
+    if (self.crossNode) self.AggregateAcrossNodes(inPlace, flat.size(), timing ? &times : nullptr);
+  } else if (flat.size() != 0) {
     self.Reshape(flat.size());
 
     // 1. Intra-node reduce-scatter: our stripe, summed over the node.
@@ -129,9 +140,7 @@ void Aggregator::AggregateGradients(const std::vector<GradientBuffer>& gradients
 
     // 2. Inter-node quantized exchange of the stripe.
     if (self.crossNode) {
-      self.crossNode->Aggregate(self.stripe.data(), self.stripe.size(), timing ? &times : nullptr);
-      self.stats.interNodeBytesSent = self.crossNode->lastBytesSent();
-      self.stats.interNodeFloatBytes = self.crossNode->lastFloatBytes();
+      self.AggregateAcrossNodes(self.stripe.data(), self.stripe.size(), timing ? &times : nullptr);
       if (timing) clock.Lap();
     }
 

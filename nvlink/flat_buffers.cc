@@ -50,6 +50,16 @@ void FlatBuffers::CopyIn(ElementRange range, const float* src) const {
                [src](float* piece, size_t at, size_t length) { std::memcpy(piece, src + at, length * sizeof(float)); });
 }
 
+float* FlatBuffers::Contiguous() const {
+  const FloatSpan* only = nullptr;
+  for (const FloatSpan& span : spans_) {
+    if (span.size == 0) continue;
+    if (only != nullptr) return nullptr;
+    only = &span;
+  }
+  return only != nullptr ? only->data : nullptr;
+}
+
 void FlatBuffers::Zero() const {
   for (const FloatSpan& span : spans_) std::fill(span.data, span.data + span.size, 0.0f);
 }

@@ -31,6 +31,8 @@ class FlatBuffers {
   void CopyIn(ElementRange range, const float* src) const;
   // flat[i] = 0 for every element
   void Zero() const;
+  // The whole flat array when it lies in one buffer (empty ones aside), else nullptr.
+  float* Contiguous() const;
 
  private:
   // Calls visit(piece, offsetInRange, length) for each contiguous piece of `range`, in order.

@@ -25,6 +25,7 @@
 
 #include "idx_reader.h"
 #include "mlp.h"
+#include "model.h"
 
 namespace gradagg::train {
 namespace {
@@ -84,8 +85,8 @@ bool Parse(int argc, char** argv, int rank, Options& o, int& exitCode) {
       "Usage: mpirun -np N train [options]\n\nOptions");
   description.add_options()("help,h", "print this help")(
       "data", po::value(&o.data), "directory of the IDX files, plain or .gz (default Debian's dataset-fashion-mnist)")(
-      "device", po::value(&o.device), "cpu (cuda: not in this version)")("epochs", po::value(&o.epochs),
-                                                                         "epochs (default 10)")(
+      "device", po::value(&o.device), "cpu or cuda (one GPU per rank, by rank within the host; default cpu)")(
+      "epochs", po::value(&o.epochs), "epochs (default 10)")(
       "batch", po::value(&o.batch), "samples per rank per step (default 64)")("lr", po::value(&o.learningRate),
                                                                               "learning rate (default 0.1)")(
       "momentum", po::value(&o.momentum), "momentum (default 0: see bench/NOTES.md for 1-bit with momentum)")(
@@ -110,7 +111,7 @@ bool Parse(int argc, char** argv, int rank, Options& o, int& exitCode) {
     }
     o.aggregator.errorFeedback = values.count("no-error-feedback") == 0;
     o.stale = values.count("stale") > 0;
-    if (o.device != "cpu") throw std::invalid_argument("--device " + o.device + ": only cpu in this version");
+    if (o.device != "cpu" && o.device != "cuda") throw std::invalid_argument("--device must be cpu or cuda");
     if (o.epochs < 1 || o.batch < 1) throw std::invalid_argument("--epochs and --batch must be at least 1");
     Validate(o.aggregator);
   } catch (const std::exception& error) {
@@ -131,27 +132,35 @@ int Run(const Options& o, int rank, int size) {
   const size_t stepsPerEpoch = train.count() / (o.batch * static_cast<size_t>(size));
   if (stepsPerEpoch == 0) throw std::invalid_argument("fewer training images than one global batch");
 
-  // 1. The same initial weights everywhere.
-  Mlp model;
-  if (rank == 0) model.Initialize(o.seed);
-  MPI_Bcast(model.parameters().data(), static_cast<int>(model.parameters().size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  // 1. The same initial weights everywhere, on the chosen device (a GPU per rank, by rank within the host).
+  MPI_Comm host = MPI_COMM_NULL;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host);
+  int hostRank = 0;
+  MPI_Comm_rank(host, &hostRank);
+  MPI_Comm_free(&host);
+  const std::unique_ptr<Model> model = o.device == "cuda" ? MakeCudaModel(hostRank) : MakeCpuModel();
+  Mlp initial;
+  if (rank == 0) initial.Initialize(o.seed);
+  MPI_Bcast(initial.parameters().data(), static_cast<int>(initial.parameters().size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  model->SetParameters(initial.parameters());
   Aggregator aggregator(MPI_COMM_WORLD, o.aggregator);
 
-  std::vector<float> gradient(model.parameters().size());
-  std::vector<float> velocity(gradient.size(), 0.0f);
+  // The gradient goes to AggregateGradients from host memory, one buffer per tensor.
+  std::vector<float> gradient(model->parameterCount());
   std::vector<float> previous;  // --stale: last step's aggregate
   double previousSamples = 0.0;
   std::vector<GradientBuffer> buffers;
-  for (const Tensor& t : model.tensors()) buffers.push_back({gradient.data() + t.offset, t.size});
+  for (const Tensor& t : model->tensors()) buffers.push_back({gradient.data() + t.offset, t.size});
   std::vector<float> batchImages(o.batch * Mlp::kInputs);
   std::vector<uint8_t> batchLabels(o.batch);
   std::vector<size_t> order(train.count());
 
   std::ofstream csv;
   if (rank == 0) {
-    std::printf("# train: %s, %d ranks as %d nodes x %d, %zu steps/epoch of %zu x %d samples, lr %g momentum %g\n",
-                ModeName(o).c_str(), size, aggregator.nodeCount(), aggregator.ranksPerNode(), stepsPerEpoch, o.batch,
-                size, static_cast<double>(o.learningRate), static_cast<double>(o.momentum));
+    std::printf(
+        "# train: %s on %s, %d ranks as %d nodes x %d, %zu steps/epoch of %zu x %d samples, lr %g momentum %g\n",
+        ModeName(o).c_str(), o.device.c_str(), size, aggregator.nodeCount(), aggregator.ranksPerNode(), stepsPerEpoch,
+        o.batch, size, static_cast<double>(o.learningRate), static_cast<double>(o.momentum));
     std::printf("# %5s %7s %10s %9s %9s %10s %12s\n", "epoch", "steps", "train_loss", "train_err", "test_acc",
                 "compute_s", "aggregate_s");
     if (!o.csv.empty()) {
@@ -179,8 +188,7 @@ int Run(const Options& o, int rank, int size) {
                     batchImages.begin() + static_cast<long>(s * Mlp::kInputs));
         batchLabels[s] = train.labels[index];
       }
-      std::fill(gradient.begin(), gradient.end(), 0.0f);
-      const BatchResult result = model.Backpropagate(batchImages.data(), batchLabels.data(), o.batch, gradient);
+      const BatchResult result = model->ComputeGradient(batchImages.data(), batchLabels.data(), o.batch, gradient);
       compute += Seconds(start);
 
       start = std::chrono::steady_clock::now();
@@ -196,11 +204,9 @@ int Run(const Options& o, int rank, int size) {
       start = std::chrono::steady_clock::now();
       const double total = static_cast<double>(header.numSamples);
       if (!o.stale) {
-        MomentumStep(model.parameters(), velocity, gradient, total, o.learningRate, o.momentum);
+        model->Step(gradient, total, o.learningRate, o.momentum);
       } else {
-        if (!previous.empty()) {
-          MomentumStep(model.parameters(), velocity, previous, previousSamples, o.learningRate, o.momentum);
-        }
+        if (!previous.empty()) model->Step(previous, previousSamples, o.learningRate, o.momentum);
         previous = gradient;
         previousSamples = total;
       }
@@ -222,7 +228,7 @@ int Run(const Options& o, int rank, int size) {
     }
     for (size_t begin = 0; begin < labels.size(); begin += 500) {
       const size_t count = std::min<size_t>(500, labels.size() - begin);
-      testErrors += model.CountErrors(images.data() + begin * Mlp::kInputs, labels.data() + begin, count);
+      testErrors += model->CountErrors(images.data() + begin * Mlp::kInputs, labels.data() + begin, count);
       scored += count;
     }
     uint64_t totals[2] = {testErrors, scored};

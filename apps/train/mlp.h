@@ -32,6 +32,7 @@ class Mlp {
   void Initialize(uint64_t seed);
 
   std::vector<float>& parameters() { return parameters_; }
+  const std::vector<float>& parameters() const { return parameters_; }
   const std::vector<Tensor>& tensors() const { return tensors_; }
 
   // Forward and backward over `count` samples (inputs row-major, kInputs floats each): adds the gradient of the

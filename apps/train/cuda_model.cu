@@ -30,7 +30,6 @@ template <typename T>
 class DeviceArray {
  public:
   DeviceArray() = default;
-  explicit DeviceArray(size_t count) { Resize(count); }
   ~DeviceArray() { cudaFree(data_); }
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;

@@ -67,9 +67,8 @@ int Run(const CliOptions& cli) {
   }
   std::string verdict;
   if (rank == 0) {
-    if (!cli.jsonPath.empty()) WriteJson(cli.jsonPath, cli, topology.Describe(), size, rows, "");
     verdict = PrintSummary(cli, rows, size);
-    if (!cli.jsonPath.empty() && cli.check) WriteJson(cli.jsonPath, cli, topology.Describe(), size, rows, verdict);
+    if (!cli.jsonPath.empty()) WriteJson(cli.jsonPath, cli, topology.Describe(), size, rows, verdict);
   }
   int failed = rank == 0 && !verdict.empty() && verdict != "PASS" ? 1 : 0;
   GRADAGG_MPI_CHECK(MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD));

@@ -16,6 +16,7 @@
 
 #include "quantize/cuda/device_memory.h"
 #include "quantize/quantizer.h"
+#include "test/common/quantizer_inputs.h"
 
 namespace gradagg {
 namespace {
@@ -82,13 +83,7 @@ ElementType TypeOf<__half>() {
 // Same bits, or both NaN (the GPU writes the canonical NaN; the CPU keeps payloads).
 bool SameOrBothNan(float a, float b) { return Bits32(a) == Bits32(b) || (std::isnan(a) && std::isnan(b)); }
 
-std::vector<float> RandomNormal(size_t count, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 generator(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> values(count);
-  for (float& v : values) v = normal(generator);
-  return values;
-}
+using test::RandomNormal;
 
 struct Mode {
   int bits;
@@ -101,11 +96,7 @@ std::string Name(const Mode& mode, size_t bucket, size_t count, ElementType type
 }
 
 QuantizerConfig ConfigOf(const Mode& mode, size_t bucket) {
-  QuantizerConfig config;
-  config.bits = mode.bits;
-  config.bucketSize = bucket;
-  config.threshold = mode.mean ? OneBitThreshold::kMean : OneBitThreshold::kZero;
-  return config;
+  return test::QuantizerConfigFor(mode.bits, bucket, mode.mean);
 }
 
 class CudaQuantizerTest : public ::testing::Test {

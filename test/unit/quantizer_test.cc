@@ -13,19 +13,14 @@
 #include "quantize/canonical_sum.h"
 #include "quantize/wire_format.h"
 #include "reference_quantizer.h"
+#include "test/common/quantizer_inputs.h"
 
 namespace gradagg {
 namespace {
 
+using test::QuantizerConfigFor;
+using test::RandomNormal;
 using test::ReferenceEncode;
-
-std::vector<float> RandomNormal(size_t count, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 generator(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> values(count);
-  for (float& v : values) v = normal(generator);
-  return values;
-}
 
 std::vector<unsigned char> EncodeBytes(const Quantizer& quantizer, const std::vector<float>& values,
                                        std::vector<float>* residual) {
@@ -38,20 +33,12 @@ std::vector<unsigned char> EncodeBytes(const Quantizer& quantizer, const std::ve
 
 bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-QuantizerConfig Config(int bits, size_t bucket, bool mean) {
-  QuantizerConfig config;
-  config.bits = bits;
-  config.bucketSize = bucket;
-  config.threshold = mean ? OneBitThreshold::kMean : OneBitThreshold::kZero;
-  return config;
-}
-
 // (bits, mean threshold, bucket size, element count)
 class QuantizerModes : public ::testing::TestWithParam<std::tuple<int, bool, size_t, size_t>> {};
 
 TEST_P(QuantizerModes, MatchesReferenceBitwiseWithResidual) {
   const auto [bits, mean, bucket, count] = GetParam();
-  const Quantizer quantizer(Config(bits, bucket, mean));
+  const Quantizer quantizer(QuantizerConfigFor(bits, bucket, mean));
   const std::vector<float> values = RandomNormal(count, static_cast<uint32_t>(count * 31 + bits));
   std::vector<float> residual = RandomNormal(count, 7, 0.1f);
 
@@ -78,7 +65,7 @@ TEST_P(QuantizerModes, MatchesReferenceBitwiseWithResidual) {
 
 TEST_P(QuantizerModes, WithoutResidualEncodesTheValues) {
   const auto [bits, mean, bucket, count] = GetParam();
-  const Quantizer quantizer(Config(bits, bucket, mean));
+  const Quantizer quantizer(QuantizerConfigFor(bits, bucket, mean));
   const std::vector<float> values = RandomNormal(count, 99);
   EXPECT_EQ(EncodeBytes(quantizer, values, nullptr), ReferenceEncode(values, bits, bucket, mean).wire);
 }
@@ -92,7 +79,7 @@ INSTANTIATE_TEST_SUITE_P(AllModes, QuantizerModes,
 TEST(Quantizer, DecodesAnAllZeroBucketToZeroInEveryMode) {
   for (int bits : {1, 2, 4, 8, 32}) {
     for (bool mean : {false, true}) {
-      const Quantizer quantizer(Config(bits, 512, mean));
+      const Quantizer quantizer(QuantizerConfigFor(bits, 512, mean));
       std::vector<float> zeros(700, 0.0f);
       std::vector<float> residual(700, 0.0f);
       const std::vector<unsigned char> wire = EncodeBytes(quantizer, zeros, &residual);
@@ -107,7 +94,7 @@ TEST(Quantizer, DecodesAnAllZeroBucketToZeroInEveryMode) {
 }
 
 TEST(Quantizer, OneBitZeroThresholdUsesTheMeanOfEachSide) {
-  const Quantizer quantizer(Config(1, 4, false));
+  const Quantizer quantizer(QuantizerConfigFor(1, 4, false));
   const std::vector<float> values = {-1.0f, 3.0f, -3.0f, 5.0f};
   std::vector<float> decoded(4);
   quantizer.Decode(EncodeBytes(quantizer, values, nullptr).data(), 4, decoded.data());
@@ -115,7 +102,7 @@ TEST(Quantizer, OneBitZeroThresholdUsesTheMeanOfEachSide) {
 }
 
 TEST(Quantizer, OneBitSideWithNoValuesCountsAsZero) {
-  const Quantizer quantizer(Config(1, 4, false));
+  const Quantizer quantizer(QuantizerConfigFor(1, 4, false));
   const std::vector<float> values = {-1.0f, -3.0f, -2.0f, -2.0f};
   std::vector<float> residual(4, 0.0f);
   const std::vector<unsigned char> wire = EncodeBytes(quantizer, values, &residual);
@@ -126,7 +113,7 @@ TEST(Quantizer, OneBitSideWithNoValuesCountsAsZero) {
 }
 
 TEST(Quantizer, OneBitMeanThresholdDecodesToMeanPlusMinusDeviation) {
-  const Quantizer quantizer(Config(1, 4, true));
+  const Quantizer quantizer(QuantizerConfigFor(1, 4, true));
   const std::vector<float> values = {1.0f, 3.0f, 5.0f, 7.0f};  // mean 4, mean |x - 4| = 2
   std::vector<float> decoded(4);
   quantizer.Decode(EncodeBytes(quantizer, values, nullptr).data(), 4, decoded.data());
@@ -134,7 +121,7 @@ TEST(Quantizer, OneBitMeanThresholdDecodesToMeanPlusMinusDeviation) {
 }
 
 TEST(Quantizer, MultiBitClipsToFourStandardDeviations) {
-  const Quantizer quantizer(Config(8, 64, false));
+  const Quantizer quantizer(QuantizerConfigFor(8, 64, false));
   std::vector<float> values(64, 0.0f);
   values[0] = 1000.0f;  // s = 1000 / 8, range [-500, 500]
   std::vector<float> decoded(64);
@@ -145,7 +132,7 @@ TEST(Quantizer, MultiBitClipsToFourStandardDeviations) {
 }
 
 TEST(Quantizer, TinyRangeDecodesToTheLowerEnd) {
-  const Quantizer quantizer(Config(4, 8, false));
+  const Quantizer quantizer(QuantizerConfigFor(4, 8, false));
   const std::vector<float> values(8, 1e-39f);  // s ~ 1e-39: range under 1e-36
   std::vector<float> residual(8, 0.0f);
   const std::vector<unsigned char> wire = EncodeBytes(quantizer, values, &residual);
@@ -159,7 +146,7 @@ TEST(Quantizer, TinyRangeDecodesToTheLowerEnd) {
 
 TEST(Quantizer, NanPoisonsOnlyItsOwnBucketAndWritesNothingPastTheWire) {
   for (int bits : {1, 2, 8}) {
-    const Quantizer quantizer(Config(bits, 16, false));
+    const Quantizer quantizer(QuantizerConfigFor(bits, 16, false));
     std::vector<float> values = RandomNormal(48, 3);
     values[20] = std::numeric_limits<float>::quiet_NaN();  // bucket 1 of 3
     std::vector<float> residual(48, 0.0f);
@@ -177,7 +164,7 @@ TEST(Quantizer, NanPoisonsOnlyItsOwnBucketAndWritesNothingPastTheWire) {
 }
 
 TEST(Quantizer, RawBitsPassValuesThroughAndKeepTheResidualZero) {
-  const Quantizer quantizer(Config(32, 512, false));
+  const Quantizer quantizer(QuantizerConfigFor(32, 512, false));
   const std::vector<float> values = {1.0f, -2.5f, std::numeric_limits<float>::infinity(), 3.0f};
   std::vector<float> residual = {0.5f, 0.0f, 0.0f, 0.0f};
   const std::vector<unsigned char> wire = EncodeBytes(quantizer, values, &residual);
@@ -194,7 +181,7 @@ TEST(Quantizer, ErrorFeedbackCarriesEveryInputIntoTheDecodedSum) {
   for (int bits : {1, 2, 4, 8}) {
     for (bool mean : {false, true}) {
       const size_t count = 1000;
-      const Quantizer quantizer(Config(bits, 128, mean));
+      const Quantizer quantizer(QuantizerConfigFor(bits, 128, mean));
       std::vector<float> residual(count, 0.0f);
       std::vector<double> inputSum(count, 0.0);
       std::vector<double> decodedSum(count, 0.0);
@@ -232,11 +219,11 @@ TEST(CanonicalSum, FollowsTheDocumentedOrder) {
 }
 
 TEST(QuantizerConfig, RejectsBadBitsAndBuckets) {
-  EXPECT_THROW(Quantizer(Config(3, 512, false)), std::invalid_argument);
-  EXPECT_THROW(Quantizer(Config(16, 512, false)), std::invalid_argument);
-  EXPECT_THROW(Quantizer(Config(1, 0, false)), std::invalid_argument);
-  EXPECT_THROW(Quantizer(Config(1, kMaxBucketSize + 1, false)), std::invalid_argument);
-  EXPECT_NO_THROW(Quantizer(Config(1, kMaxBucketSize, false)));
+  EXPECT_THROW(Quantizer(QuantizerConfigFor(3, 512, false)), std::invalid_argument);
+  EXPECT_THROW(Quantizer(QuantizerConfigFor(16, 512, false)), std::invalid_argument);
+  EXPECT_THROW(Quantizer(QuantizerConfigFor(1, 0, false)), std::invalid_argument);
+  EXPECT_THROW(Quantizer(QuantizerConfigFor(1, kMaxBucketSize + 1, false)), std::invalid_argument);
+  EXPECT_NO_THROW(Quantizer(QuantizerConfigFor(1, kMaxBucketSize, false)));
 }
 
 TEST(WireFormat, SizesFollowFromElementsBucketAndBits) {

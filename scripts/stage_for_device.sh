@@ -8,7 +8,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 carry="$root/.device-carry"
 rm -rf "$carry"
 mkdir -p "$carry"
-for binary in gradagg_gpu_tests gradagg_cuda_quantize_benchmark gradagg gradagg_mpi_tests train; do
+for binary in gradagg_gpu_tests gradagg_cuda_quantize_benchmark gradagg gradagg_mpi_tests train \
+  gradagg_nvlink_gpu_tests gradagg_nvlink_benchmark; do
   [ -x "$root/build/bin/$binary" ] && cp "$root/build/bin/$binary" "$carry/"
 done
 library=$(ldconfig -p | awk '/libbenchmark\.so\.1debian/ {print $NF; exit}')

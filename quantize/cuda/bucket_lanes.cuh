@@ -2,10 +2,9 @@
 // lane, lane + 32, lane + 64, ... of the bucket (canonical_sum.h), and the warp form of the canonical sum.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <cstdint>
+
+#include "quantize/cuda/element_convert.cuh"
 
 namespace gradagg::cuda_detail {
 
@@ -13,25 +12,6 @@ constexpr int kWarpSize = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kGroup = 4;                         // elements per lane group
 constexpr int kGroupStride = kWarpSize * kGroup;  // 128: a warp's sweep over the bucket
-
-__device__ inline float ToFloat(float x) { return x; }
-__device__ inline float ToFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ inline float ToFloat(__half x) { return __half2float(x); }
-
-template <typename T>
-__device__ inline T FromFloat(float x);
-template <>
-__device__ inline float FromFloat<float>(float x) {
-  return x;
-}
-template <>
-__device__ inline __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <>
-__device__ inline __half FromFloat<__half>(float x) {
-  return __float2half_rn(x);
-}
 
 // A lane's group at bucket offset `base`: how many of its 4 elements exist, and whether one 4-wide access may
 // read or write them all (`vector`: the arrays are aligned for it, checked by the host). `whole` is its own

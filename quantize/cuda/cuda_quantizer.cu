@@ -118,20 +118,6 @@ void DecodeTyped(const QuantizerConfig& config, const void* wire, size_t count, 
 
 }  // namespace
 
-size_t ElementBytes(ElementType type) { return type == ElementType::kFloat32 ? 4 : 2; }
-
-const char* ToString(ElementType type) {
-  switch (type) {
-    case ElementType::kBFloat16:
-      return "bfloat16";
-    case ElementType::kFloat16:
-      return "float16";
-    case ElementType::kFloat32:
-      break;
-  }
-  return "float32";
-}
-
 CudaQuantizer::CudaQuantizer(const QuantizerConfig& config) : config_(config) { ValidateQuantizerConfig(config_); }
 
 size_t CudaQuantizer::WireBytes(size_t count) const {

@@ -11,14 +11,10 @@
 
 #include <cstddef>
 
+#include "quantize/element_type.h"
 #include "quantize/quantizer_config.h"
 
 namespace gradagg {
-
-enum class ElementType { kFloat32, kBFloat16, kFloat16 };
-
-size_t ElementBytes(ElementType type);
-const char* ToString(ElementType type);
 
 class CudaQuantizer {
  public:

@@ -1,0 +1,226 @@
+// gradagg_nvlink_benchmark: the single-node allreduce of gradagg's NVLink phase next to ncclAllReduce, in one run,
+// with the same method: out of place, CUDA events around -n calls after -w warm-ups, the time per call is the
+// slowest rank's; every size of both is checked on every element (#wrong). nccl-tests' flags and table.
+//   mpirun -np G gradagg_nvlink_benchmark -b 1K -e 1G -f 2 [-d float|bfloat16|half]
+#include <mpi.h>
+
+#include <cuda_runtime_api.h>
+
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "apps/gradagg/cli_options.h"
+#include "apps/nvlink_benchmark/nccl_library.h"
+#include "apps/nvlink_benchmark/test_pattern.h"
+#include "mpi_glue/mpi_error.h"
+#include "nvlink/gpu_node.h"
+#include "quantize/cuda/cuda_error.h"
+
+namespace gradagg {
+namespace {
+
+struct Settings {
+  uint64_t minBytes = 1024, maxBytes = 64 << 20, factor = 2;
+  int iterations = 50, warmups = 10;
+  ElementType type = ElementType::kFloat32;
+  bool nccl = true, check = true, help = false;
+};
+
+bool Parse(int argc, char** argv, Settings& settings, int rank) {
+  namespace po = boost::program_options;
+  std::string minText = "1K", maxText = "64M", typeText = "float";
+  po::options_description flags("gradagg_nvlink_benchmark: intra-node allreduce, gradagg vs NCCL (mpirun, one rank "
+                                "per GPU)");
+  flags.add_options()("help,h", "this text")("minbytes,b", po::value(&minText), "smallest size (1K)")(
+      "maxbytes,e", po::value(&maxText), "largest size (64M)")("stepfactor,f", po::value(&settings.factor),
+                                                                "size multiplier (2)")(
+      "iters,n", po::value(&settings.iterations), "timed calls per size (50)")(
+      "warmup_iters,w", po::value(&settings.warmups), "untimed calls first (10)")(
+      "datatype,d", po::value(&typeText), "float, bfloat16 or half (float)")(
+      "check,c", po::value<int>()->default_value(1), "check every element (1) or not (0)")(
+      "no-nccl", "leave out the NCCL rows");
+  po::variables_map values;
+  std::string error;
+  try {
+    po::store(po::parse_command_line(argc, argv, flags), values);
+    po::notify(values);
+  } catch (const po::error& e) {
+    error = e.what();
+  }
+  const auto min = cli::ParseByteSize(minText), max = cli::ParseByteSize(maxText);
+  if (error.empty() && (!min || !max || *min == 0 || *max < *min))
+    error = "sizes must be like 1K or 64M with 0 < minbytes <= maxbytes";
+  if (error.empty() && settings.factor < 2) error = "stepfactor must be at least 2";
+  if (error.empty() && (settings.iterations < 1 || settings.warmups < 0)) error = "iters >= 1, warmup_iters >= 0";
+  if (typeText == "float" || typeText == "float32") {
+    settings.type = ElementType::kFloat32;
+  } else if (typeText == "bfloat16") {
+    settings.type = ElementType::kBFloat16;
+  } else if (typeText == "half" || typeText == "float16") {
+    settings.type = ElementType::kFloat16;
+  } else if (error.empty()) {
+    error = "datatype must be float, bfloat16 or half, not " + typeText;
+  }
+  if (rank == 0 && (values.count("help") || !error.empty())) {
+    if (!error.empty()) std::cerr << "gradagg_nvlink_benchmark: " << error << "\n";
+    std::cout << flags;
+  }
+  settings.help = values.count("help") > 0;
+  if (!error.empty() || settings.help) return false;
+  settings.minBytes = *min;
+  settings.maxBytes = *max;
+  settings.nccl = values.count("no-nccl") == 0;
+  settings.check = values["check"].as<int>() != 0;
+  return true;
+}
+
+// Mean time per call in microseconds on this rank, the slowest rank's returned.
+template <typename Call>
+double TimeCalls(const Settings& settings, cudaStream_t stream, Call call) {
+  for (int i = 0; i < settings.warmups; ++i) call();
+  cudaEvent_t start, stop;
+  GRADAGG_CUDA_CHECK(cudaEventCreate(&start));
+  GRADAGG_CUDA_CHECK(cudaEventCreate(&stop));
+  GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  GRADAGG_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  GRADAGG_CUDA_CHECK(cudaEventRecord(start, stream));
+  for (int i = 0; i < settings.iterations; ++i) call();
+  GRADAGG_CUDA_CHECK(cudaEventRecord(stop, stream));
+  GRADAGG_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  GRADAGG_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  double mine = 1000.0 * ms / settings.iterations, slowest = 0;
+  GRADAGG_MPI_CHECK(MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  return slowest;
+}
+
+size_t SumOverRanks(size_t mine) {
+  unsigned long long value = mine, total = 0;
+  GRADAGG_MPI_CHECK(MPI_Allreduce(&value, &total, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
+  return static_cast<size_t>(total);
+}
+
+int Run(const Settings& settings) {
+  int rank = 0, ranks = 1, devices = 0;
+  GRADAGG_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  GRADAGG_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &ranks));
+  GRADAGG_CUDA_CHECK(cudaGetDeviceCount(&devices));
+  GRADAGG_CUDA_CHECK(cudaSetDevice(rank % devices));
+  cudaStream_t stream;
+  GRADAGG_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+
+  GpuNode node(MPI_COMM_WORLD, GpuNodeConfigFromEnvironment());
+  if (!node.fullyConnected() && rank == 0) std::cout << "# the node is not one fully connected group\n";
+  std::string why;
+  std::unique_ptr<NcclLibrary> nccl;
+  if (settings.nccl) {
+    setenv("NCCL_NVLS_ENABLE", "0", 1);  // NVLink SHARP stays off on these machines (DEVICE.md)
+    nccl = NcclLibrary::Open(rank, ranks, [](void* data, int bytes) {
+      GRADAGG_MPI_CHECK(MPI_Bcast(data, bytes, MPI_BYTE, 0, MPI_COMM_WORLD));
+    }, why);
+  }
+
+  const size_t elementBytes = ElementBytes(settings.type);
+  const size_t maxCount = settings.maxBytes / elementBytes;
+  void *input = nullptr, *output = nullptr;
+  GRADAGG_CUDA_CHECK(cudaMalloc(&input, maxCount * elementBytes));
+  GRADAGG_CUDA_CHECK(cudaMalloc(&output, maxCount * elementBytes));
+  node.Register(input, maxCount * elementBytes);
+  node.Register(output, maxCount * elementBytes);
+
+  if (rank == 0) {
+    std::printf("# gradagg_nvlink_benchmark: %d ranks, %s, one-shot up to %zu bytes, %d iterations, %d warm-ups\n",
+                ranks, ToString(settings.type), node.config().group.oneShotMaxBytes, settings.iterations,
+                settings.warmups);
+    std::printf("# NCCL: %s\n", nccl ? ("libnccl " + nccl->version() + ", NCCL_NVLS_ENABLE=0").c_str()
+                                      : (settings.nccl ? why.c_str() : "left out (--no-nccl)"));
+    std::printf("# busbw = algbw * 2(n-1)/n; speedup = NCCL time / gradagg time\n");
+    std::printf("#%11s %12s %9s  %10s %7s %7s %6s  %10s %7s %7s %6s  %7s\n", "size", "count", "type", "gradagg_us",
+                "algbw", "busbw", "#wrong", "nccl_us", "algbw", "busbw", "#wrong", "speedup");
+  }
+  size_t totalWrong = 0;
+  int faster = 0, compared = 0;
+  const double busFactor = 2.0 * (ranks - 1) / ranks;
+  uint32_t seed = 1;
+  for (uint64_t bytes = settings.minBytes; bytes <= settings.maxBytes; bytes *= settings.factor) {
+    const size_t count = bytes / elementBytes;
+    if (count == 0) continue;
+    FillPattern(input, count, settings.type, rank, ++seed, stream);
+    const double ours = TimeCalls(settings, stream, [&] {
+      node.AllReduce(input, output, count, settings.type, stream);
+    });
+    GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+    node.ThrowIfFailed();
+    GRADAGG_CUDA_CHECK(cudaMemsetAsync(output, 0xff, count * elementBytes, stream));  // poison, then one call
+    node.AllReduce(input, output, count, settings.type, stream);
+    const size_t wrong = settings.check ? SumOverRanks(CountWrong(output, count, settings.type, ranks, seed, stream))
+                                        : 0;
+    node.ThrowIfFailed();
+    double theirs = 0;
+    size_t ncclWrong = 0;
+    if (nccl) {
+      theirs = TimeCalls(settings, stream, [&] { nccl->AllReduce(input, output, count, settings.type, stream); });
+      GRADAGG_CUDA_CHECK(cudaMemsetAsync(output, 0xff, count * elementBytes, stream));
+      nccl->AllReduce(input, output, count, settings.type, stream);
+      ncclWrong = settings.check ? SumOverRanks(CountWrong(output, count, settings.type, ranks, seed, stream)) : 0;
+    }
+    totalWrong += wrong;
+    const double actual = static_cast<double>(count * elementBytes);
+    if (rank == 0) {
+      std::printf("%12llu %12zu %9s  %10.2f %7.1f %7.1f %6zu", static_cast<unsigned long long>(count * elementBytes),
+                  count, ToString(settings.type), ours, actual / ours / 1e3, actual / ours / 1e3 * busFactor, wrong);
+      if (nccl) {
+        std::printf("  %10.2f %7.1f %7.1f %6zu  %7.2f\n", theirs, actual / theirs / 1e3,
+                    actual / theirs / 1e3 * busFactor, ncclWrong, theirs / ours);
+      } else {
+        std::printf("  %10s %7s %7s %6s  %7s\n", "-", "-", "-", "-", "-");
+      }
+    }
+    if (nccl) {
+      ++compared;
+      faster += theirs >= ours ? 1 : 0;
+    }
+  }
+  node.Deregister(output);
+  node.Deregister(input);
+  GRADAGG_CUDA_CHECK(cudaFree(input));
+  GRADAGG_CUDA_CHECK(cudaFree(output));
+  nccl.reset();
+  GRADAGG_CUDA_CHECK(cudaStreamDestroy(stream));
+  if (rank == 0) {
+    std::printf("# out of bounds values: %zu wrong\n", totalWrong);
+    if (compared > 0) std::printf("# gradagg at least as fast as NCCL at %d of %d sizes\n", faster, compared);
+    std::printf("# check: %s\n", totalWrong == 0 ? "PASS" : "FAIL");
+  }
+  return totalWrong == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace gradagg
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  gradagg::Settings settings;
+  int code = 2;
+  if (gradagg::Parse(argc, argv, settings, rank)) {
+    try {
+      code = gradagg::Run(settings);
+    } catch (const std::exception& error) {
+      std::cerr << "gradagg_nvlink_benchmark: " << error.what() << "\n";
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  } else {
+    code = settings.help ? 0 : 2;
+  }
+  MPI_Finalize();
+  return code;
+}

@@ -1,0 +1,362 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "gradagg/errors.h"
+#include "nvlink/cuda/one_shot_kernel.cuh"
+#include "nvlink/cuda/peer_group.h"
+#include "nvlink/cuda/two_shot_kernel.cuh"
+#include "quantize/cuda/cuda_error.h"
+
+namespace gradagg::nvlink {
+namespace {
+
+constexpr size_t kAlignment = 256;
+
+size_t RoundUp(size_t value, size_t to) { return (value + to - 1) / to * to; }
+
+bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// What a call looks like, for the first barrier to compare across ranks.
+uint64_t Mix(uint64_t hash, uint64_t value) {
+  hash ^= value + 0x9e3779b97f4a7c15ull + (hash << 6) + (hash >> 2);
+  return hash;
+}
+
+// Sets the group's device for the duration of a call and puts the caller's back.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    GRADAGG_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != device) GRADAGG_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceGuard() { cudaSetDevice(previous_); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+template <typename Launch>
+void DispatchType(ElementType type, Launch launch) {
+  switch (type) {
+    case ElementType::kBFloat16:
+      launch(__nv_bfloat16{});
+      return;
+    case ElementType::kFloat16:
+      launch(__half{});
+      return;
+    case ElementType::kFloat32:
+      launch(float{});
+      return;
+  }
+}
+
+template <typename T, bool kReduce, bool kPushToAll>
+void LaunchTwoShotKernel(int ranks, int blocks, int threads, const device::TwoShotArgs& args, cudaStream_t stream) {
+  switch (ranks) {
+    case 2:
+      device::TwoShotKernel<T, 2, kReduce, kPushToAll><<<blocks, threads, 0, stream>>>(args);
+      break;
+    case 4:
+      device::TwoShotKernel<T, 4, kReduce, kPushToAll><<<blocks, threads, 0, stream>>>(args);
+      break;
+    case 8:
+      device::TwoShotKernel<T, 8, kReduce, kPushToAll><<<blocks, threads, 0, stream>>>(args);
+      break;
+    default:
+      device::TwoShotKernel<T, 0, kReduce, kPushToAll><<<blocks, threads, 0, stream>>>(args);
+      break;
+  }
+  GRADAGG_CUDA_CHECK_LAUNCH("TwoShotKernel");
+}
+
+}  // namespace
+
+PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather allGather, PeerGroupConfig config)
+    : rank_(rank), names_(std::move(names)), allGather_(std::move(allGather)), config_(config) {
+  if (ranks() < 1 || ranks() > kMaxLocalRanks)
+    throw UsageError("a peer group holds 1 to " + std::to_string(kMaxLocalRanks) + " GPUs, not " +
+                     std::to_string(ranks()));
+  if (config_.threads < 32 || config_.threads > 512 || config_.threads % 32 != 0)
+    throw UsageError("peer group threads must be a multiple of 32 in 32 .. 512, not " +
+                     std::to_string(config_.threads));
+  if (config_.blocks < 0 || config_.blocks > kMaxBlocks)
+    throw UsageError("peer group blocks must be 0 (automatic) .. " + std::to_string(kMaxBlocks));
+  if (!(config_.timeoutSeconds > 0)) throw UsageError("the peer group timeout must be positive");
+  GRADAGG_CUDA_CHECK(cudaGetDevice(&device_));
+  GRADAGG_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device_));
+
+  // 1. This rank's peer memory, control block zeroed before any peer can see it.
+  inboxHalfBytes_ = RoundUp(std::max<size_t>(config_.oneShotMaxBytes, 16), kAlignment) * ranks();
+  const size_t controlBytes = RoundUp(sizeof(ControlBlock), kAlignment);
+  const size_t stagingOffset = controlBytes + 2 * inboxHalfBytes_;
+  config_.stagingBytes = RoundUp(std::max<size_t>(config_.stagingBytes, 1 << 20), kAlignment);
+  const size_t scratchBytes = stagingOffset + config_.stagingBytes;
+  GRADAGG_CUDA_CHECK(cudaMalloc(&scratch_, scratchBytes));
+  GRADAGG_CUDA_CHECK(cudaMemset(scratch_, 0, controlBytes));
+  GRADAGG_CUDA_CHECK(cudaDeviceSynchronize());
+  GRADAGG_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&status_), sizeof(BarrierStatus), cudaHostAllocMapped));
+  std::memset(status_, 0, sizeof(BarrierStatus));
+  GRADAGG_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&statusOnDevice_), status_, 0));
+
+  // 2. Everyone's peer memory, mapped here.
+  const ExportedBuffer mine = ExportBuffer(scratch_, scratchBytes);
+  const std::vector<char> all = AllGatherRecord(&mine, sizeof(mine));
+  scratchExports_.resize(ranks());
+  peerScratch_.resize(ranks());
+  for (int p = 0; p < ranks(); ++p) {
+    std::memcpy(&scratchExports_[p], all.data() + p * sizeof(ExportedBuffer), sizeof(ExportedBuffer));
+    peerScratch_[p] = p == rank_ ? static_cast<char*>(scratch_)
+                                 : static_cast<char*>(mappings_.Acquire(p, scratchExports_[p]));
+  }
+  staging_.local = peerScratch_[rank_] + stagingOffset;
+  staging_.bytes = config_.stagingBytes;
+  for (int p = 0; p < ranks(); ++p) staging_.peer.push_back(peerScratch_[p] + stagingOffset);
+}
+
+PeerGroup::~PeerGroup() {
+  // Our own work first; the mappings close below, and CUDA frees an allocation once no process maps it.
+  cudaDeviceSynchronize();
+  registrations_.clear();
+  for (int p = 0; p < static_cast<int>(scratchExports_.size()); ++p) {
+    if (p == rank_) continue;
+    try {
+      mappings_.Release(p, scratchExports_[p]);
+    } catch (...) {  // a destructor never throws; the process is going away or the GPU already failed
+    }
+  }
+  cudaFree(scratch_);
+  cudaFreeHost(status_);
+}
+
+std::vector<char> PeerGroup::AllGatherRecord(const void* record, size_t bytes) const {
+  std::vector<char> mine(bytes);
+  std::memcpy(mine.data(), record, bytes);
+  std::vector<char> all = allGather_(mine);
+  if (all.size() != bytes * ranks())
+    throw UsageError("peer group all-gather returned " + std::to_string(all.size()) + " bytes, not " +
+                     std::to_string(bytes * ranks()));
+  return all;
+}
+
+void PeerGroup::Register(void* buffer, size_t bytes) {
+  DeviceGuard guard(device_);
+  Registration registration;
+  registration.local = static_cast<char*>(buffer);
+  registration.bytes = bytes;
+  const ExportedBuffer mine = ExportBuffer(buffer, bytes);
+  registration.bufferId = mine.bufferId;
+  const std::vector<char> all = AllGatherRecord(&mine, sizeof(mine));
+  registration.exported.resize(ranks());
+  registration.peer.resize(ranks());
+  for (int p = 0; p < ranks(); ++p) {
+    std::memcpy(&registration.exported[p], all.data() + p * sizeof(ExportedBuffer), sizeof(ExportedBuffer));
+    registration.peer[p] = p == rank_ ? registration.local
+                                      : static_cast<char*>(mappings_.Acquire(p, registration.exported[p]));
+  }
+  registrations_.push_back(std::move(registration));
+}
+
+void PeerGroup::Deregister(void* buffer) {
+  DeviceGuard guard(device_);
+  // Collective, so no rank unmaps while a peer may still be in a call on it.
+  GRADAGG_CUDA_CHECK(cudaDeviceSynchronize());
+  const char flag = 0;
+  AllGatherRecord(&flag, 1);
+  const auto found = std::find_if(registrations_.begin(), registrations_.end(),
+                                  [buffer](const Registration& r) { return r.local == buffer; });
+  if (found == registrations_.end()) throw UsageError("Deregister of a buffer that was never registered");
+  for (int p = 0; p < ranks(); ++p)
+    if (p != rank_) mappings_.Release(p, found->exported[p]);
+  registrations_.erase(found);
+}
+
+bool PeerGroup::IsRegistered(const void* buffer, size_t bytes) const {
+  const char* begin = static_cast<const char*>(buffer);
+  for (const Registration& r : registrations_)
+    if (begin >= r.local && begin + bytes <= r.local + r.bytes)
+      return IdentifyAllocation(buffer).bufferId == r.bufferId;
+  return false;
+}
+
+PeerGroup::Located PeerGroup::Locate(const void* buffer, size_t bytes, const char* what) const {
+  const char* begin = static_cast<const char*>(buffer);
+  for (const Registration& r : registrations_) {
+    if (begin < r.local || begin + bytes > r.local + r.bytes) continue;
+    if (IdentifyAllocation(buffer).bufferId != r.bufferId)
+      throw UsageError(std::string(what) + " lies in a registered buffer that was freed and allocated again (" +
+                       names_[rank_] + "): deregister it before freeing, register the new one");
+    const size_t offset = static_cast<size_t>(begin - r.local);
+    for (int p = 0; p < ranks(); ++p)
+      if (offset + bytes > r.exported[p].bytes)
+        throw UsageError(std::string(what) + " reaches past local rank " + std::to_string(p) +
+                         "'s registered buffer (" + names_[rank_] + ")");
+    return {&r, offset};
+  }
+  throw UsageError(std::string(what) + " is not in a registered buffer (" + names_[rank_] + ")");
+}
+
+void PeerGroup::ThrowIfFailed() const {
+  const volatile BarrierStatus* status = status_;
+  const int failure = status->failure;
+  if (failure == static_cast<int>(BarrierFailure::kNone)) return;
+  const int peer = status->peer;
+  const std::string who = "local rank " + std::to_string(peer) + " (" + names_.at(peer) + ")";
+  const std::string where = " at the " + std::string(status->barrier == 1 ? "start" : "end") + " barrier of call " +
+                            std::to_string(status->call) + ", block " + std::to_string(status->block) + ", seen by " +
+                            names_[rank_];
+  if (failure == static_cast<int>(BarrierFailure::kTimeout))
+    throw PeerGroupError(who + " never arrived within " + std::to_string(config_.timeoutSeconds) + " s" + where);
+  throw PeerGroupError(who + " called with another size, type, offset or operation" + where);
+}
+
+void PeerGroup::StartCall(uint64_t signature) {
+  ThrowIfFailed();
+  ++calls_;
+  signature_ = signature;
+}
+
+device::BarrierContext PeerGroup::Barrier() const {
+  device::BarrierContext context{};
+  for (int p = 0; p < ranks(); ++p) context.peerControl[p] = reinterpret_cast<ControlBlock*>(peerScratch_[p]);
+  context.status = statusOnDevice_;
+  context.call = calls_;
+  context.signature = signature_;
+  context.timeoutNs = static_cast<uint64_t>(config_.timeoutSeconds * 1e9);
+  context.rank = rank_;
+  context.ranks = ranks();
+  return context;
+}
+
+void PeerGroup::AllReduce(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
+  DeviceGuard guard(device_);
+  const size_t bytes = count * ElementBytes(type);
+  if (bytes <= config_.oneShotMaxBytes) {
+    OneShot(input, output, count, type, stream);
+  } else if (IsRegistered(input, bytes) && IsRegistered(output, bytes)) {
+    const size_t shard = RoundUp((count + ranks() - 1) / ranks(), 16 / ElementBytes(type));
+    const size_t begin = std::min(count, shard * rank_);
+    TwoShotCall call{Locate(input, bytes, "the allreduce input"), Locate(output, bytes, "the allreduce output"),
+                     {begin, std::min(count, begin + shard) - begin}, shard, 0, 0, true, true};
+    StartCall(Mix(Mix(Mix(Mix(1, static_cast<uint64_t>(type)), count), call.input.offset), call.output.offset));
+    LaunchTwoShot(call, type, stream);
+  } else {
+    Staged(input, output, count, type, stream);
+  }
+}
+
+void PeerGroup::OneShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
+  StartCall(Mix(Mix(Mix(2, static_cast<uint64_t>(type)), count), 0));
+  device::OneShotArgs args{};
+  args.input = input;
+  args.output = output;
+  args.count = count;
+  const size_t controlBytes = RoundUp(sizeof(ControlBlock), kAlignment);
+  const size_t half = (calls_ & 1) * inboxHalfBytes_;
+  for (int p = 0; p < ranks(); ++p) args.peerInbox[p] = peerScratch_[p] + controlBytes + half;
+  args.slotElements = inboxHalfBytes_ / ranks() / ElementBytes(type);
+  args.vector = Aligned16(input) && Aligned16(output);
+  args.barrier = Barrier();
+  const size_t perBlock = static_cast<size_t>(config_.threads) * (16 / ElementBytes(type));
+  const int blocks = static_cast<int>(
+      std::clamp<size_t>((count + perBlock - 1) / perBlock, 1, std::min(kMaxBlocks, 2 * multiprocessors_)));
+  DispatchType(type, [&](auto element) {
+    using T = decltype(element);
+    device::OneShotAllReduceKernel<T><<<blocks, config_.threads, 0, stream>>>(args);
+    GRADAGG_CUDA_CHECK_LAUNCH("OneShotAllReduceKernel");
+  });
+}
+
+void PeerGroup::Staged(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
+  const size_t elementBytes = ElementBytes(type);
+  const size_t chunk = staging_.bytes / elementBytes / 256 * 256;
+  for (size_t done = 0; done < count; done += chunk) {
+    const size_t n = std::min(chunk, count - done);
+    GRADAGG_CUDA_CHECK(cudaMemcpyAsync(staging_.local, static_cast<const char*>(input) + done * elementBytes,
+                                       n * elementBytes, cudaMemcpyDeviceToDevice, stream));
+    const size_t shard = RoundUp((n + ranks() - 1) / ranks(), 16 / elementBytes);
+    const size_t begin = std::min(n, shard * rank_);
+    TwoShotCall call{{&staging_, 0}, {&staging_, 0}, {begin, std::min(n, begin + shard) - begin}, shard, 0, 0,
+                     true, true};
+    StartCall(Mix(Mix(Mix(3, static_cast<uint64_t>(type)), count), n));
+    LaunchTwoShot(call, type, stream);
+    GRADAGG_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(output) + done * elementBytes, staging_.local,
+                                       n * elementBytes, cudaMemcpyDeviceToDevice, stream));
+  }
+}
+
+namespace {
+size_t LargestShard(const std::vector<ElementRange>& shards) {
+  size_t largest = 0;
+  for (const ElementRange& s : shards) largest = std::max(largest, s.count);
+  return largest;
+}
+}  // namespace
+
+void PeerGroup::ReduceScatter(const void* input, const std::vector<ElementRange>& shards, void* stripe,
+                              ElementType type, cudaStream_t stream) {
+  DeviceGuard guard(device_);
+  if (static_cast<int>(shards.size()) != ranks()) throw UsageError("reduce-scatter needs one shard per local rank");
+  const size_t elementBytes = ElementBytes(type);
+  const ElementRange shard = shards[rank_];
+  TwoShotCall call{Locate(input, shards.back().end() * elementBytes, "the reduce-scatter input"),
+                   Locate(stripe, shard.count * elementBytes, "the reduce-scatter stripe"),
+                   shard, LargestShard(shards), 0, shard.begin, true, false};
+  StartCall(Mix(Mix(Mix(4, static_cast<uint64_t>(type)), shards.back().end()), call.input.offset));
+  LaunchTwoShot(call, type, stream);
+}
+
+void PeerGroup::AllGather(const void* stripe, const std::vector<ElementRange>& shards, void* output, ElementType type,
+                          cudaStream_t stream) {
+  DeviceGuard guard(device_);
+  if (static_cast<int>(shards.size()) != ranks()) throw UsageError("all-gather needs one shard per local rank");
+  const size_t elementBytes = ElementBytes(type);
+  const ElementRange shard = shards[rank_];
+  TwoShotCall call{Locate(stripe, shard.count * elementBytes, "the all-gather stripe"),
+                   Locate(output, shards.back().end() * elementBytes, "the all-gather output"),
+                   shard, LargestShard(shards), shard.begin, 0, false, true};
+  StartCall(Mix(Mix(Mix(5, static_cast<uint64_t>(type)), shards.back().end()), call.output.offset));
+  LaunchTwoShot(call, type, stream);
+}
+
+void PeerGroup::LaunchTwoShot(const TwoShotCall& call, ElementType type, cudaStream_t stream) {
+  const size_t elementBytes = ElementBytes(type);
+  device::TwoShotArgs args{};
+  bool vector = true;
+  for (int p = 0; p < ranks(); ++p) {
+    args.peerInput[p] = call.input.registration->peer[p] + call.input.offset;
+    args.peerOutput[p] = call.output.registration->peer[p] + call.output.offset;
+    const bool used = p == rank_ || call.reduce;
+    if (used) vector = vector && Aligned16(static_cast<const char*>(args.peerInput[p]) +
+                                           (call.shard.begin - call.inputShift) * elementBytes);
+    if (p == rank_ || call.pushToAll)
+      vector = vector && Aligned16(static_cast<const char*>(args.peerOutput[p]) +
+                                   (call.shard.begin - call.outputShift) * elementBytes);
+  }
+  args.shardBegin = call.shard.begin;
+  args.shardCount = call.shard.count;
+  args.inputShift = call.inputShift;
+  args.outputShift = call.outputShift;
+  args.vector = vector;
+  args.barrier = Barrier();
+  const size_t perBlock = static_cast<size_t>(config_.threads) * (16 / elementBytes);
+  const int most = config_.blocks > 0 ? config_.blocks : std::min(kMaxBlocks, 2 * multiprocessors_);
+  const int blocks = static_cast<int>(std::clamp<size_t>((call.largestShard + perBlock - 1) / perBlock, 1, most));
+  DispatchType(type, [&](auto element) {
+    using T = decltype(element);
+    if (call.reduce && call.pushToAll) {
+      LaunchTwoShotKernel<T, true, true>(ranks(), blocks, config_.threads, args, stream);
+    } else if (call.reduce) {
+      LaunchTwoShotKernel<T, true, false>(ranks(), blocks, config_.threads, args, stream);
+    } else {
+      LaunchTwoShotKernel<T, false, true>(ranks(), blocks, config_.threads, args, stream);
+    }
+  });
+}
+
+}  // namespace gradagg::nvlink

@@ -1,0 +1,131 @@
+// The GPUs of one fully connected group (one rank per GPU, all with peer access to each other, as behind an
+// NVSwitch): their shared peer memory and the collectives that run in it. Everything is stream-ordered and needs
+// no host barrier: ranks meet through flags in peer memory. Host-only header; no MPI (the caller hands in the
+// all-gather that setup needs).
+//
+// Paths, chosen per call from the size alone, so every rank takes the same one:
+// - one-shot allreduce (bytes <= oneShotMaxBytes): pushed through fixed inboxes, one barrier, any buffer;
+// - two-shot allreduce, reduce-scatter and all-gather on registered buffers: read and written in place;
+// - two-shot allreduce of unregistered buffers: chunks staged through a registered area (two extra local copies).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "nvlink/cuda/control_block.h"
+#include "nvlink/cuda/ipc_memory.h"
+#include "nvlink/flat_buffers.h"
+#include "quantize/element_type.h"
+
+namespace gradagg::nvlink {
+
+// Every rank's blob (all of one size), in local-rank order.
+using GroupAllGather = std::function<std::vector<char>(const std::vector<char>& mine)>;
+
+// A barrier failed: a peer never arrived in time, or called with another size or operation.
+class PeerGroupError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct PeerGroupConfig {
+  size_t oneShotMaxBytes = 512 << 10;  // allreduce at or below this: one-shot
+  size_t stagingBytes = 64 << 20;      // per rank, for two-shot allreduce of unregistered buffers
+  double timeoutSeconds = 60.0;        // a barrier waiting longer reports the peer that never came
+  int blocks = 0;                      // two-shot blocks; 0: twice the multiprocessors
+  int threads = 512;                   // per block, 32 .. 512
+};
+
+class PeerGroup {
+ public:
+  // Collective over the group: `names[p]` says who local rank p is in messages ("rank 5 on node-a"). Uses the
+  // current device.
+  PeerGroup(int rank, std::vector<std::string> names, GroupAllGather allGather, PeerGroupConfig config);
+  ~PeerGroup();
+  PeerGroup(const PeerGroup&) = delete;
+  PeerGroup& operator=(const PeerGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int ranks() const { return static_cast<int>(names_.size()); }
+  const PeerGroupConfig& config() const { return config_; }
+
+  // Collective: every rank registers (or deregisters) its own buffer, all in the same order. Calls on a registered
+  // buffer must use the same offset into it on every rank (checked at the first barrier).
+  void Register(void* buffer, size_t bytes);
+  void Deregister(void* buffer);
+  // Whether [buffer, buffer + bytes) lies in a registration whose allocation is still the one registered.
+  bool IsRegistered(const void* buffer, size_t bytes) const;
+
+  // output[i] = input_0[i] + input_1[i] + ... + input_{G-1}[i] in float32, in local-rank order; in place allowed.
+  void AllReduce(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
+  // `shards` (one per local rank, the same on every rank) cut the input; this rank's stripe receives the sum, as
+  // above, of its shard. Both buffers registered.
+  void ReduceScatter(const void* input, const std::vector<ElementRange>& shards, void* stripe, ElementType type,
+                     cudaStream_t stream);
+  // Every rank's stripe lands at its shard of `output` on every rank. Both buffers registered.
+  void AllGather(const void* stripe, const std::vector<ElementRange>& shards, void* output, ElementType type,
+                 cudaStream_t stream);
+
+  // Throws CudaError naming the peer if a barrier of an earlier call failed (a peer never arrived, or called with
+  // another size or operation). Reads host memory only: synchronise the stream first to cover the last call.
+  void ThrowIfFailed() const;
+
+ private:
+  struct Registration {
+    char* local = nullptr;
+    size_t bytes = 0;
+    uint64_t bufferId = 0;
+    std::vector<char*> peer;  // every rank's buffer, mapped here
+    std::vector<ExportedBuffer> exported;
+  };
+  struct Located {
+    const Registration* registration;
+    size_t offset;
+  };
+  Located Locate(const void* buffer, size_t bytes, const char* what) const;  // throws UsageError
+  std::vector<char> AllGatherRecord(const void* record, size_t bytes) const;
+  void StartCall(uint64_t signature);  // throws if an earlier call failed; numbers this call
+  device::BarrierContext Barrier() const;
+  struct TwoShotCall {
+    Located input;
+    Located output;
+    ElementRange shard;  // this rank's
+    size_t largestShard;  // over all ranks: sets the block count, which must agree everywhere
+    size_t inputShift;
+    size_t outputShift;
+    bool reduce;
+    bool pushToAll;
+  };
+  void LaunchTwoShot(const TwoShotCall& call, ElementType type, cudaStream_t stream);
+  void OneShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
+  void Staged(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
+
+  int rank_;
+  std::vector<std::string> names_;
+  GroupAllGather allGather_;
+  PeerGroupConfig config_;
+  int device_ = 0;
+  int multiprocessors_ = 1;
+
+  // This rank's peer memory: [ControlBlock][inbox half 0][inbox half 1][staging], one cudaMalloc.
+  void* scratch_ = nullptr;
+  size_t inboxHalfBytes_ = 0;
+  std::vector<char*> peerScratch_;  // every rank's scratch, mapped here (own at [rank_])
+  std::vector<ExportedBuffer> scratchExports_;
+  PeerMappings mappings_;
+  std::vector<Registration> registrations_;
+  Registration staging_;  // the staging area of every rank
+
+  BarrierStatus* status_ = nullptr;  // pinned, mapped
+  BarrierStatus* statusOnDevice_ = nullptr;
+  uint64_t calls_ = 0;
+  uint64_t signature_ = 0;
+};
+
+}  // namespace gradagg::nvlink

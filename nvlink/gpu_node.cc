@@ -1,0 +1,160 @@
+#include "nvlink/gpu_node.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+
+#include "gradagg/errors.h"
+#include "mpi_glue/mpi_error.h"
+#include "nvlink/cuda/peer_access.h"
+#include "quantize/cuda/cuda_error.h"
+
+namespace gradagg {
+namespace {
+
+double ParseNumber(const char* name, double fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  errno = 0;
+  char* end = nullptr;
+  const double value = std::strtod(text, &end);
+  if (errno != 0 || end == text || *end != '\0' || value < 0)
+    throw UsageError(std::string(name) + "=" + text + " is not a non-negative number");
+  return value;
+}
+
+// Equal-sized blobs from every rank of `comm`, in rank order.
+std::vector<char> AllGatherBytes(MPI_Comm comm, const std::vector<char>& mine) {
+  int size = 0;
+  GRADAGG_MPI_CHECK(MPI_Comm_size(comm, &size));
+  std::vector<char> all(mine.size() * size);
+  GRADAGG_MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(),
+                                  static_cast<int>(mine.size()), MPI_BYTE, comm));
+  return all;
+}
+
+// Fixed-width text fields, all-gathered.
+std::vector<std::string> AllGatherStrings(MPI_Comm comm, const std::string& mine, size_t width) {
+  std::vector<char> field(width, '\0');
+  std::memcpy(field.data(), mine.data(), std::min(mine.size(), width - 1));
+  const std::vector<char> all = AllGatherBytes(comm, field);
+  std::vector<std::string> strings;
+  for (size_t offset = 0; offset < all.size(); offset += width) strings.emplace_back(all.data() + offset);
+  return strings;
+}
+
+}  // namespace
+
+GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
+  nvlink::PeerGroupConfig& group = config.group;
+  group.oneShotMaxBytes =
+      static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_ONE_SHOT_MAX", static_cast<double>(group.oneShotMaxBytes)));
+  group.stagingBytes =
+      static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_STAGING", static_cast<double>(group.stagingBytes)));
+  group.timeoutSeconds = ParseNumber("GRADAGG_NVLINK_TIMEOUT", group.timeoutSeconds);
+  group.blocks = static_cast<int>(ParseNumber("GRADAGG_NVLINK_BLOCKS", group.blocks));
+  config.forcedGroupSize = static_cast<int>(ParseNumber("GRADAGG_NVLINK_GROUP_SIZE", config.forcedGroupSize));
+  config.traceLevel = static_cast<int>(ParseNumber("GRADAGG_TRACE", config.traceLevel));
+  return config;
+}
+
+GpuNode::GpuNode(MPI_Comm node, const GpuNodeConfig& config)
+    : config_(config), node_(Communicator::Duplicate(node)) {
+  const int ranks = node_.size(), me = node_.rank();
+
+  // 1. Who reaches whom.
+  const std::vector<std::string> pciIds = AllGatherStrings(node_.get(), nvlink::CurrentDevicePciBusId(), 64);
+  const std::vector<bool> row = nvlink::PeerAccessRow(pciIds);
+  std::vector<char> rowBytes(row.begin(), row.end());
+  const std::vector<char> all = AllGatherBytes(node_.get(), rowBytes);
+  access_.assign(ranks, std::vector<bool>(ranks));
+  for (int i = 0; i < ranks; ++i)
+    for (int j = 0; j < ranks; ++j) access_[i][j] = all[i * ranks + j] != 0;
+  for (int i = 0; i < ranks; ++i)
+    for (int j = i + 1; j < ranks; ++j)
+      if (pciIds[i] == pciIds[j])
+        throw UsageError("local ranks " + std::to_string(i) + " and " + std::to_string(j) + " share GPU " + pciIds[i] +
+                         " (" + RankAndHost() + "): run one rank per GPU");
+
+  // 2. Fully connected groups.
+  try {
+    groups_ = SplitIntoFullyConnectedGroups(access_, config_.forcedGroupSize);
+  } catch (const std::invalid_argument& error) {
+    throw UsageError(std::string(error.what()) + " (" + RankAndHost() + ")");
+  }
+  int myGroup = 0;
+  for (size_t g = 0; g < groups_.size(); ++g)
+    for (int member : groups_[g])
+      if (member == me) myGroup = static_cast<int>(g);
+  if (me == 0 && config_.traceLevel >= 1) std::cerr << "gradagg: " << DescribePeerAccess(access_, groups_);
+  if (me == 0) {
+    for (int i = 0; i < ranks; ++i)
+      for (int j = 0; j < ranks; ++j)
+        if (!access_[i][j]) {
+          std::cerr << "gradagg: warning: local rank " << i << " has no peer access to local rank " << j
+                    << "'s GPU; the node reduces through pinned host memory\n";
+          i = j = ranks;
+        }
+  }
+
+  // 3. Peer memory inside this rank's group; the host twin when there are several groups.
+  group_ = node_.Split(myGroup, me);
+  const std::vector<std::string> names = AllGatherStrings(group_.get(), RankAndHost(), 128);
+  const MPI_Comm groupComm = group_.get();
+  peers_ = std::make_unique<nvlink::PeerGroup>(
+      group_.rank(), names, [groupComm](const std::vector<char>& mine) { return AllGatherBytes(groupComm, mine); },
+      config_.group);
+  if (!fullyConnected()) hostTwin_ = std::make_unique<SharedWindowPhase>(node_.get());
+}
+
+GpuNode::~GpuNode() {
+  if (pinned_ != nullptr) cudaFreeHost(pinned_);
+}
+
+void GpuNode::Register(void* buffer, size_t bytes) {
+  if (fullyConnected()) peers_->Register(buffer, bytes);
+}
+
+void GpuNode::Deregister(void* buffer) {
+  if (fullyConnected()) peers_->Deregister(buffer);
+}
+
+void GpuNode::ThrowIfFailed() const { peers_->ThrowIfFailed(); }
+
+void GpuNode::AllReduce(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
+  if (fullyConnected()) {
+    peers_->AllReduce(input, output, count, type, stream);
+  } else {
+    AllReduceThroughHost(input, output, count, type, stream);
+  }
+}
+
+void GpuNode::AllReduceThroughHost(const void* input, void* output, size_t count, ElementType type,
+                                   cudaStream_t stream) {
+  if (type != ElementType::kFloat32)
+    throw UsageError(std::string("a node that is not one fully connected group reduces float32 only, not ") +
+                     ToString(type) + " (" + RankAndHost() + ")");
+  if (count > pinnedElements_) {
+    if (pinned_ != nullptr) GRADAGG_CUDA_CHECK(cudaFreeHost(pinned_));
+    pinned_ = nullptr;
+    GRADAGG_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned_), count * sizeof(float)));
+    pinnedElements_ = count;
+  }
+  GRADAGG_CUDA_CHECK(cudaMemcpyAsync(pinned_, input, count * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  // Shards as equal as CNTK's rule makes them; the host twin sums each in local-rank order.
+  const size_t ranks = static_cast<size_t>(localRanks()), base = count / ranks, extra = count % ranks;
+  std::vector<ElementRange> shards;
+  for (size_t r = 0; r < ranks; ++r) shards.push_back({r * base + std::min(r, extra), base + (r < extra ? 1 : 0)});
+  const FlatBuffers gradient({FloatSpan{pinned_, count}});
+  std::vector<float> stripe(shards[localRank()].count);
+  hostTwin_->ReduceScatter(gradient, shards, stripe.data());
+  hostTwin_->AllGather(stripe.data(), shards, gradient);
+  GRADAGG_CUDA_CHECK(cudaMemcpyAsync(output, pinned_, count * sizeof(float), cudaMemcpyHostToDevice, stream));
+  GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+}  // namespace gradagg

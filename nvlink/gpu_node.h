@@ -1,0 +1,80 @@
+// The GPUs of one node, one rank per GPU: which can reach which, the fully connected groups they form, and the
+// node-wide allreduce on device buffers. This is the MPI side (handle exchange over the node communicator); the
+// peer memory and kernels are nvlink/cuda/peer_group.h.
+//
+//   1. every rank names its GPU by PCI bus id; the node all-gathers them and every rank's row of direct access;
+//   2. the ranks split into fully connected groups (nvlink/peer_groups.h);
+//   3. one group (an NVSwitch node): a PeerGroup over all of them, kernels only;
+//      several groups: the allreduce stages through pinned host memory and the node's shared window, so a node
+//      without full peer access still works (slower), with a warning.
+#pragma once
+
+#include <mpi.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mpi_glue/communicator.h"
+#include "nvlink/cuda/peer_group.h"
+#include "nvlink/peer_groups.h"
+#include "nvlink/shared_window_phase.h"
+#include "quantize/element_type.h"
+
+namespace gradagg {
+
+struct GpuNodeConfig {
+  nvlink::PeerGroupConfig group;
+  int forcedGroupSize = 0;  // GRADAGG_NVLINK_GROUP_SIZE: 0 = from peer access; N = consecutive groups of N
+  int traceLevel = 0;       // >= 1: local rank 0 prints the access matrix and the groups on stderr
+};
+
+// Defaults overridden by GRADAGG_NVLINK_ONE_SHOT_MAX (bytes), GRADAGG_NVLINK_STAGING (bytes),
+// GRADAGG_NVLINK_TIMEOUT (seconds), GRADAGG_NVLINK_BLOCKS, GRADAGG_NVLINK_GROUP_SIZE and GRADAGG_TRACE.
+// Throws UsageError for a value that does not parse.
+GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config = {});
+
+class GpuNode {
+ public:
+  // Collective over `node` (one rank per GPU; each rank's current device is its GPU). Keeps its own duplicate.
+  GpuNode(MPI_Comm node, const GpuNodeConfig& config);
+  ~GpuNode();
+
+  int localRank() const { return node_.rank(); }
+  int localRanks() const { return node_.size(); }
+  const PeerAccessMatrix& access() const { return access_; }
+  const std::vector<std::vector<int>>& groups() const { return groups_; }
+  bool fullyConnected() const { return groups_.size() == 1; }
+  const GpuNodeConfig& config() const { return config_; }
+  // This rank's group: reduce-scatter and all-gather of registered buffers (phases 1 and 3) run there.
+  nvlink::PeerGroup& peers() { return *peers_; }
+
+  // Collective: zero-copy buffers for the two-shot path (see PeerGroup::Register). No-ops across groups.
+  void Register(void* buffer, size_t bytes);
+  void Deregister(void* buffer);
+
+  // Collective over the node: output = sum over local ranks, in local-rank order, of input; stream-ordered when
+  // the node is one group; across groups (float32 only) it synchronises `stream` and stages through host memory.
+  void AllReduce(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
+
+  // Throws PeerGroupError naming the peer if a barrier of an earlier call failed (see PeerGroup::ThrowIfFailed).
+  void ThrowIfFailed() const;
+
+ private:
+  void AllReduceThroughHost(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
+
+  GpuNodeConfig config_;
+  Communicator node_;
+  Communicator group_;
+  PeerAccessMatrix access_;
+  std::vector<std::vector<int>> groups_;
+  std::unique_ptr<nvlink::PeerGroup> peers_;       // this rank's group
+  std::unique_ptr<SharedWindowPhase> hostTwin_;    // several groups: the host path
+  float* pinned_ = nullptr;
+  size_t pinnedElements_ = 0;
+};
+
+}  // namespace gradagg

@@ -1,0 +1,24 @@
+// The element types gradients may have on a GPU. Sums and quantizer statistics are always float32.
+#pragma once
+
+#include <cstddef>
+
+namespace gradagg {
+
+enum class ElementType { kFloat32, kBFloat16, kFloat16 };
+
+inline size_t ElementBytes(ElementType type) { return type == ElementType::kFloat32 ? 4 : 2; }
+
+inline const char* ToString(ElementType type) {
+  switch (type) {
+    case ElementType::kBFloat16:
+      return "bfloat16";
+    case ElementType::kFloat16:
+      return "float16";
+    case ElementType::kFloat32:
+      break;
+  }
+  return "float32";
+}
+
+}  // namespace gradagg

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One test round of the NVLink phase on a GPU machine: topology, the multi-rank GPU tests on 2 .. N GPUs, one
+# memcheck run, and the allreduce benchmark against NCCL on 2 .. N GPUs (N = the GPUs present, at most 8).
+#   scripts/gpu_nvlink_round.sh BIN_DIR OUT_DIR [BENCHMARK_ARGS...]
+# BIN_DIR holds gradagg_nvlink_gpu_tests and gradagg_nvlink_benchmark (scripts/stage_for_device.sh). Logs go to
+# OUT_DIR; a short summary is printed last.
+set -uo pipefail
+bin=$(cd "$1" && pwd) out=$2
+shift 2
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$bin:${LD_LIBRARY_PATH:-}" NCCL_NVLS_ENABLE=0
+mpirun=(mpirun --allow-run-as-root --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE)
+gpus=$(nvidia-smi -L | wc -l)
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; nvidia-smi topo -m; } >"$out/gpu.txt" 2>&1
+
+summary=""
+counts=""
+for n in 2 4 8; do [ "$n" -le "$gpus" ] && counts="$counts $n"; done
+for n in $counts; do
+  timeout 300 "${mpirun[@]}" -np "$n" "$bin/gradagg_nvlink_gpu_tests" >"$out/tests_${n}gpus.txt" 2>&1
+  summary="$summary\n== tests on $n GPUs: exit $? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/tests_${n}gpus.txt" | tr '\n' ' ')"
+done
+timeout 240 "${mpirun[@]}" -np 2 "$sanitizer" --tool memcheck --error-exitcode 9 "$bin/gradagg_nvlink_gpu_tests" \
+  --gtest_filter='-*Mismatch*:*NeverArrives*:*Staged*' >"$out/memcheck_2gpus.txt" 2>&1
+summary="$summary\n== memcheck on 2 GPUs: exit $? $(grep -E 'ERROR SUMMARY' "$out/memcheck_2gpus.txt" | tr '\n' ' ')"
+for n in $counts; do
+  timeout 300 "${mpirun[@]}" -np "$n" "$bin/gradagg_nvlink_benchmark" "$@" >"$out/benchmark_${n}gpus.txt" 2>&1
+  summary="$summary\n== benchmark on $n GPUs: exit $?\n$(grep -v '^# gradagg_nvlink\|^# NCCL\|^# busbw' "$out/benchmark_${n}gpus.txt" | awk '{print $1, $4, $7, $8, $11, $12}')"
+done
+echo "== gpu: $(sed -n 2p "$out/gpu.txt")"
+echo -e "$summary"
+grep -h -E "Failure|wrong element|rank [0-9]\]" "$out"/tests_*.txt | head -n 8

@@ -1,0 +1,337 @@
+// The NVLink phase on GPUs under mpirun, one rank per GPU: every path of the allreduce, reduce-scatter and
+// all-gather against the rank-order float32 sum computed on the host, bitwise, for float32, bfloat16 and float16.
+// Skips itself (on every rank alike) without enough GPUs.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gradagg/errors.h"
+#include "nvlink/gpu_node.h"
+#include "quantize/cuda/device_memory.h"
+#include "test/mpi/mpi_test_support.h"
+
+namespace gradagg {
+namespace {
+
+using test::WorldRank;
+using test::WorldSize;
+
+class GpuNodeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < WorldSize())
+      GTEST_SKIP() << "needs one GPU per rank: " << WorldSize() << " ranks, " << devices << " GPUs";
+    ASSERT_EQ(cudaSetDevice(WorldRank()), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
+  }
+  void TearDown() override {
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+
+  static GpuNodeConfig Config(size_t oneShotMaxBytes, int forcedGroupSize = 0, double timeout = 20.0) {
+    GpuNodeConfig config;
+    config.group.oneShotMaxBytes = oneShotMaxBytes;
+    config.group.stagingBytes = 1 << 20;  // small, so staged calls take several chunks
+    config.group.timeoutSeconds = timeout;
+    config.forcedGroupSize = forcedGroupSize;
+    return config;
+  }
+
+  cudaStream_t stream_ = nullptr;
+};
+
+// Host bits of rank r's input: random normals rounded to the element type.
+std::vector<uint8_t> InputBits(size_t count, ElementType type, int rank, uint32_t seed) {
+  std::mt19937 generator(seed * 7919u + static_cast<uint32_t>(rank));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<uint8_t> bits(count * ElementBytes(type));
+  for (size_t i = 0; i < count; ++i) {
+    const float v = normal(generator);
+    if (type == ElementType::kFloat32) {
+      std::memcpy(&bits[i * 4], &v, 4);
+    } else if (type == ElementType::kBFloat16) {
+      const __nv_bfloat16 h = __float2bfloat16_rn(v);
+      std::memcpy(&bits[i * 2], &h, 2);
+    } else {
+      const __half h = __float2half_rn(v);
+      std::memcpy(&bits[i * 2], &h, 2);
+    }
+  }
+  return bits;
+}
+
+float Element(const std::vector<uint8_t>& bits, size_t i, ElementType type) {
+  if (type == ElementType::kFloat32) {
+    float v;
+    std::memcpy(&v, &bits[i * 4], 4);
+    return v;
+  }
+  if (type == ElementType::kBFloat16) {
+    __nv_bfloat16 h;
+    std::memcpy(&h, &bits[i * 2], 2);
+    return __bfloat162float(h);
+  }
+  __half h;
+  std::memcpy(&h, &bits[i * 2], 2);
+  return __half2float(h);
+}
+
+// The oracle: first term assigned, the others added in rank order, one float32 rounding each, then rounded once.
+std::vector<uint8_t> RankOrderSum(size_t begin, size_t count, ElementType type, int ranks, uint32_t seed,
+                                  size_t total) {
+  std::vector<std::vector<uint8_t>> inputs;
+  for (int r = 0; r < ranks; ++r) inputs.push_back(InputBits(total, type, r, seed));
+  std::vector<uint8_t> out(count * ElementBytes(type));
+  for (size_t i = 0; i < count; ++i) {
+    float acc = Element(inputs[0], begin + i, type);
+    for (int r = 1; r < ranks; ++r) acc = acc + Element(inputs[r], begin + i, type);
+    if (type == ElementType::kFloat32) {
+      std::memcpy(&out[i * 4], &acc, 4);
+    } else if (type == ElementType::kBFloat16) {
+      const __nv_bfloat16 h = __float2bfloat16_rn(acc);
+      std::memcpy(&out[i * 2], &h, 2);
+    } else {
+      const __half h = __float2half_rn(acc);
+      std::memcpy(&out[i * 2], &h, 2);
+    }
+  }
+  return out;
+}
+
+bool SameOnAllRanks(const std::vector<uint8_t>& bits) {
+  uint64_t hash = 1469598103934665603ull;
+  for (uint8_t b : bits) hash = (hash ^ b) * 1099511628211ull;
+  std::vector<uint64_t> all(WorldSize());
+  MPI_Allgather(&hash, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  for (uint64_t h : all)
+    if (h != all[0]) return false;
+  return true;
+}
+
+struct Case {
+  size_t count;
+  ElementType type;
+  size_t inputShift;   // elements past the buffer's start: unaligned pointers
+  size_t outputShift;  // SIZE_MAX: in place
+};
+
+// Runs one allreduce from fresh buffers (registered or not) and compares with the oracle.
+void CheckAllReduce(GpuNode& node, const Case& c, bool registered, uint32_t seed, cudaStream_t stream) {
+  const size_t bytes = ElementBytes(c.type);
+  const bool inPlace = c.outputShift == SIZE_MAX;
+  DeviceBuffer in((c.count + c.inputShift + 8) * bytes), out((c.count + (inPlace ? 0 : c.outputShift) + 8) * bytes);
+  char* input = in.as<char>() + c.inputShift * bytes;
+  char* output = inPlace ? input : out.as<char>() + c.outputShift * bytes;
+  if (registered) {
+    node.Register(in.get(), in.bytes());
+    if (!inPlace) node.Register(out.get(), out.bytes());
+  }
+  const std::vector<uint8_t> mine = InputBits(c.count, c.type, WorldRank(), seed);
+  if (c.count > 0) ASSERT_EQ(cudaMemcpy(input, mine.data(), mine.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  if (!inPlace) ASSERT_EQ(cudaMemset(out.get(), 0xff, out.bytes()), cudaSuccess);  // poison
+  node.AllReduce(input, output, c.count, c.type, stream);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  node.ThrowIfFailed();
+  std::vector<uint8_t> result(c.count * bytes);
+  if (c.count > 0) ASSERT_EQ(cudaMemcpy(result.data(), output, result.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  const std::vector<uint8_t> expected = RankOrderSum(0, c.count, c.type, WorldSize(), seed, c.count);
+  size_t wrong = 0, first = SIZE_MAX;
+  for (size_t i = 0; i < c.count; ++i)
+    if (std::memcmp(&result[i * bytes], &expected[i * bytes], bytes) != 0 && wrong++ == 0) first = i;
+  EXPECT_EQ(wrong, 0u) << "count " << c.count << " " << ToString(c.type) << (registered ? " registered" : "")
+                       << " shifts " << c.inputShift << "/" << c.outputShift << ": first wrong element " << first;
+  EXPECT_TRUE(SameOnAllRanks(result));
+  if (registered) {
+    if (!inPlace) node.Deregister(out.get());
+    node.Deregister(in.get());
+  }
+}
+
+const ElementType kTypes[] = {ElementType::kFloat32, ElementType::kBFloat16, ElementType::kFloat16};
+const size_t kCounts[] = {0, 1, 3, 7, 8, 1000, 65537, 1000003};
+
+TEST_F(GpuNodeTest, OneShotAllReduceIsTheRankOrderSum) {
+  GpuNode node(MPI_COMM_WORLD, Config(64 << 20));
+  uint32_t seed = 10;
+  for (ElementType type : kTypes)
+    for (size_t count : kCounts) CheckAllReduce(node, {count, type, 0, 0}, false, ++seed, stream_);
+}
+
+TEST_F(GpuNodeTest, TwoShotAllReduceOnRegisteredBuffersIsTheRankOrderSum) {
+  GpuNode node(MPI_COMM_WORLD, Config(0));
+  uint32_t seed = 100;
+  for (ElementType type : kTypes)
+    for (size_t count : kCounts) CheckAllReduce(node, {count, type, 0, 0}, true, ++seed, stream_);
+}
+
+TEST_F(GpuNodeTest, StagedAllReduceOfUnregisteredBuffersIsTheRankOrderSum) {
+  GpuNode node(MPI_COMM_WORLD, Config(0));  // staging of 1 MiB: the largest sizes take several chunks
+  uint32_t seed = 200;
+  for (ElementType type : kTypes)
+    for (size_t count : {size_t{1000}, size_t{1000003}}) CheckAllReduce(node, {count, type, 0, 0}, false, ++seed,
+                                                                        stream_);
+}
+
+TEST_F(GpuNodeTest, UnalignedPointersAndInPlace) {
+  uint32_t seed = 300;
+  for (size_t oneShotMax : {size_t{64} << 20, size_t{0}}) {
+    GpuNode node(MPI_COMM_WORLD, Config(oneShotMax));
+    for (ElementType type : kTypes) {
+      for (bool registered : {false, true}) {
+        CheckAllReduce(node, {100003, type, 1, 3}, registered, ++seed, stream_);
+        CheckAllReduce(node, {100003, type, 0, SIZE_MAX}, registered, ++seed, stream_);
+        CheckAllReduce(node, {5, type, 3, SIZE_MAX}, registered, ++seed, stream_);
+      }
+    }
+  }
+}
+
+TEST_F(GpuNodeTest, RepeatedCallsWithChangingSizesAndPaths) {
+  GpuNode node(MPI_COMM_WORLD, Config(256 << 10));
+  const size_t most = 3 << 20;
+  DeviceBuffer in(most * 4), out(most * 4);
+  node.Register(in.get(), in.bytes());
+  node.Register(out.get(), out.bytes());
+  uint32_t seed = 400;
+  for (size_t count : {size_t{17}, most, size_t{65536}, size_t{65537}, size_t{1}, most - 5, size_t{1000}, most}) {
+    const std::vector<uint8_t> mine = InputBits(count, ElementType::kFloat32, WorldRank(), ++seed);
+    ASSERT_EQ(cudaMemcpy(in.get(), mine.data(), mine.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    node.AllReduce(in.get(), out.get(), count, ElementType::kFloat32, stream_);
+    ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    node.ThrowIfFailed();
+    const std::vector<uint8_t> result = out.ToHost<uint8_t>(count * 4);
+    EXPECT_EQ(result, RankOrderSum(0, count, ElementType::kFloat32, WorldSize(), seed, count)) << "count " << count;
+  }
+  node.Deregister(out.get());
+  node.Deregister(in.get());
+}
+
+TEST_F(GpuNodeTest, BuffersFreedAndReallocatedBetweenCalls) {
+  GpuNode node(MPI_COMM_WORLD, Config(0));
+  const size_t count = 1 << 20;
+  uint32_t seed = 500;
+  for (int round = 0; round < 4; ++round) {
+    DeviceBuffer buffer(count * 4);  // often at the address the last round freed
+    node.Register(buffer.get(), buffer.bytes());
+    const std::vector<uint8_t> mine = InputBits(count, ElementType::kFloat32, WorldRank(), ++seed);
+    ASSERT_EQ(cudaMemcpy(buffer.get(), mine.data(), mine.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    node.AllReduce(buffer.get(), buffer.get(), count, ElementType::kFloat32, stream_);
+    ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    node.ThrowIfFailed();
+    EXPECT_EQ(buffer.ToHost<uint8_t>(count * 4), RankOrderSum(0, count, ElementType::kFloat32, WorldSize(), seed, count))
+        << "round " << round;
+    node.Deregister(buffer.get());
+  }
+}
+
+TEST_F(GpuNodeTest, AStaleRegistrationIsNeverUsed) {
+  GpuNode node(MPI_COMM_WORLD, Config(0));
+  const size_t count = 1 << 20, bytes = count * 4;
+  void* first = nullptr;
+  ASSERT_EQ(cudaMalloc(&first, bytes), cudaSuccess);
+  node.Register(first, bytes);
+  ASSERT_EQ(cudaFree(first), cudaSuccess);  // freed without Deregister: the user's mistake
+  void* second = nullptr;
+  ASSERT_EQ(cudaMalloc(&second, bytes), cudaSuccess);
+  int same = second == first ? 1 : 0, everywhere = 0;
+  MPI_Allreduce(&same, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  // The new allocation is not the registered one, even at the same address: the call stages instead.
+  EXPECT_FALSE(node.peers().IsRegistered(second, bytes));
+  const std::vector<uint8_t> mine = InputBits(count, ElementType::kFloat32, WorldRank(), 550);
+  ASSERT_EQ(cudaMemcpy(second, mine.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+  node.AllReduce(second, second, count, ElementType::kFloat32, stream_);
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  node.ThrowIfFailed();
+  std::vector<uint8_t> result(bytes);
+  ASSERT_EQ(cudaMemcpy(result.data(), second, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(result, RankOrderSum(0, count, ElementType::kFloat32, WorldSize(), 550, count));
+  ASSERT_EQ(cudaFree(second), cudaSuccess);
+  if (!everywhere) std::printf("note: the allocator did not reuse the freed address on every rank\n");
+}
+
+TEST_F(GpuNodeTest, ReduceScatterAndAllGatherOfUnequalShards) {
+  GpuNode node(MPI_COMM_WORLD, Config(0));
+  const int ranks = WorldSize(), me = WorldRank();
+  for (ElementType type : kTypes) {
+    const size_t bytes = ElementBytes(type), count = 1000003;
+    std::vector<ElementRange> shards;
+    for (int r = 0; r < ranks; ++r) {  // unequal, the first one unaligned at its end
+      const size_t begin = count * r / ranks + (r > 0 ? 1 : 0), end = r + 1 == ranks ? count : count * (r + 1) / ranks + 1;
+      shards.push_back({begin, end - begin});
+    }
+    DeviceBuffer gradient(count * bytes), stripe(shards[me].count * bytes + 16);
+    node.Register(gradient.get(), gradient.bytes());
+    node.Register(stripe.get(), stripe.bytes());
+    const uint32_t seed = 600 + static_cast<uint32_t>(type);
+    const std::vector<uint8_t> mine = InputBits(count, type, me, seed);
+    ASSERT_EQ(cudaMemcpy(gradient.get(), mine.data(), mine.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    node.peers().ReduceScatter(gradient.get(), shards, stripe.get(), type, stream_);
+    ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    node.ThrowIfFailed();
+    EXPECT_EQ(stripe.ToHost<uint8_t>(shards[me].count * bytes),
+              RankOrderSum(shards[me].begin, shards[me].count, type, ranks, seed, count))
+        << ToString(type);
+
+    ASSERT_EQ(cudaMemset(gradient.get(), 0xff, gradient.bytes()), cudaSuccess);  // poison
+    node.peers().AllGather(stripe.get(), shards, gradient.get(), type, stream_);
+    ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    node.ThrowIfFailed();
+    const std::vector<uint8_t> gathered = gradient.ToHost<uint8_t>(count * bytes);
+    EXPECT_EQ(gathered, RankOrderSum(0, count, type, ranks, seed, count)) << ToString(type);
+    EXPECT_TRUE(SameOnAllRanks(gathered));
+    node.Deregister(stripe.get());
+    node.Deregister(gradient.get());
+  }
+}
+
+TEST_F(GpuNodeTest, ForcedGroupsOfOneStageThroughHostMemory) {
+  GpuNode node(MPI_COMM_WORLD, Config(0, 1));
+  EXPECT_EQ(node.groups().size(), static_cast<size_t>(WorldSize()));
+  EXPECT_EQ(node.fullyConnected(), WorldSize() == 1);
+  if (node.fullyConnected()) GTEST_SKIP() << "one rank is one group";
+  CheckAllReduce(node, {1000003, ElementType::kFloat32, 1, 0}, false, 700, stream_);
+  EXPECT_THROW(node.AllReduce(nullptr, nullptr, 16, ElementType::kBFloat16, stream_), UsageError);
+}
+
+TEST_F(GpuNodeTest, AMismatchedCallIsReportedNotSummed) {
+  if (WorldSize() < 2) GTEST_SKIP() << "needs two ranks";
+  GpuNode node(MPI_COMM_WORLD, Config(64 << 20, 0, 2.0));
+  DeviceBuffer buffer(4096);
+  const size_t count = WorldRank() == 1 ? 101 : 100;  // one block either way: only the signature differs
+  node.AllReduce(buffer.get(), buffer.get(), count, ElementType::kFloat32, stream_);
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  try {
+    node.ThrowIfFailed();
+    ADD_FAILURE() << "no error for a call of another size";
+  } catch (const nvlink::PeerGroupError& error) {
+    EXPECT_NE(std::string(error.what()).find("called with another size"), std::string::npos) << error.what();
+  }
+  EXPECT_THROW(node.AllReduce(buffer.get(), buffer.get(), 100, ElementType::kFloat32, stream_),
+               nvlink::PeerGroupError);  // the group stays failed
+}
+
+TEST_F(GpuNodeTest, APeerThatNeverArrivesIsNamedAfterTheTimeout) {
+  if (WorldSize() < 2) GTEST_SKIP() << "needs two ranks";
+  GpuNode node(MPI_COMM_WORLD, Config(64 << 20, 0, 1.0));
+  DeviceBuffer buffer(4096);
+  if (WorldRank() != 1) {
+    node.AllReduce(buffer.get(), buffer.get(), 100, ElementType::kFloat32, stream_);
+    ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    try {
+      node.ThrowIfFailed();
+      ADD_FAILURE() << "no error although local rank 1 never called";
+    } catch (const nvlink::PeerGroupError& error) {
+      EXPECT_NE(std::string(error.what()).find("local rank 1"), std::string::npos) << error.what();
+      EXPECT_NE(std::string(error.what()).find("never arrived"), std::string::npos) << error.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gradagg

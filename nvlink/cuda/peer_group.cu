@@ -92,13 +92,14 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
   GRADAGG_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device_));
 
   // 1. This rank's peer memory, control block zeroed before any peer can see it.
-  inboxHalfBytes_ = RoundUp(std::max<size_t>(config_.oneShotMaxBytes, 16), kAlignment) * ranks();
+  // An inbox slot holds one 8-byte packet per 4 bytes of data, plus the signature packet.
+  inboxHalfBytes_ = RoundUp(2 * std::max<size_t>(config_.oneShotMaxBytes, 16) + 16, kAlignment) * ranks();
   const size_t controlBytes = RoundUp(sizeof(ControlBlock), kAlignment);
   const size_t stagingOffset = controlBytes + 2 * inboxHalfBytes_;
   config_.stagingBytes = RoundUp(std::max<size_t>(config_.stagingBytes, 1 << 20), kAlignment);
   const size_t scratchBytes = stagingOffset + config_.stagingBytes;
   GRADAGG_CUDA_CHECK(cudaMalloc(&scratch_, scratchBytes));
-  GRADAGG_CUDA_CHECK(cudaMemset(scratch_, 0, controlBytes));
+  GRADAGG_CUDA_CHECK(cudaMemset(scratch_, 0, stagingOffset));  // flags and packets start at call 0
   GRADAGG_CUDA_CHECK(cudaDeviceSynchronize());
   GRADAGG_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&status_), sizeof(BarrierStatus), cudaHostAllocMapped));
   std::memset(status_, 0, sizeof(BarrierStatus));
@@ -251,20 +252,22 @@ void PeerGroup::AllReduce(const void* input, void* output, size_t count, Element
 }
 
 void PeerGroup::OneShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
-  StartCall(Mix(Mix(Mix(2, static_cast<uint64_t>(type)), count), 0));
+  if (count == 0) return;  // nothing moves, so no call is counted: every rank skips it alike
+  StartCall(Mix(Mix(2, static_cast<uint64_t>(type)), count));
   device::OneShotArgs args{};
   args.input = input;
   args.output = output;
   args.count = count;
   const size_t controlBytes = RoundUp(sizeof(ControlBlock), kAlignment);
   const size_t half = (calls_ & 1) * inboxHalfBytes_;
-  for (int p = 0; p < ranks(); ++p) args.peerInbox[p] = peerScratch_[p] + controlBytes + half;
-  args.slotElements = inboxHalfBytes_ / ranks() / ElementBytes(type);
-  args.vector = Aligned16(input) && Aligned16(output);
+  for (int p = 0; p < ranks(); ++p)
+    args.peerInbox[p] = reinterpret_cast<uint64_t*>(peerScratch_[p] + controlBytes + half);
+  args.slotPackets = inboxHalfBytes_ / ranks() / sizeof(uint64_t);
   args.barrier = Barrier();
-  const size_t perBlock = static_cast<size_t>(config_.threads) * (16 / ElementBytes(type));
+  const size_t words = (count * ElementBytes(type) + 3) / 4;
+  const size_t perBlock = static_cast<size_t>(config_.threads);
   const int blocks = static_cast<int>(
-      std::clamp<size_t>((count + perBlock - 1) / perBlock, 1, std::min(kMaxBlocks, 2 * multiprocessors_)));
+      std::clamp<size_t>((words + perBlock - 1) / perBlock, 1, std::min(kMaxBlocks, 2 * multiprocessors_)));
   DispatchType(type, [&](auto element) {
     using T = decltype(element);
     device::OneShotAllReduceKernel<T><<<blocks, config_.threads, 0, stream>>>(args);

@@ -50,8 +50,8 @@ std::vector<std::string> AllGatherStrings(MPI_Comm comm, const std::string& mine
 
 GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
   nvlink::PeerGroupConfig& group = config.group;
-  group.oneShotMaxBytes =
-      static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_ONE_SHOT_MAX", static_cast<double>(group.oneShotMaxBytes)));
+  if (std::getenv("GRADAGG_NVLINK_ONE_SHOT_MAX") != nullptr)
+    group.oneShotMaxBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_ONE_SHOT_MAX", 0));
   group.stagingBytes =
       static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_STAGING", static_cast<double>(group.stagingBytes)));
   group.timeoutSeconds = ParseNumber("GRADAGG_NVLINK_TIMEOUT", group.timeoutSeconds);

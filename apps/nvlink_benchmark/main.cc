@@ -136,7 +136,7 @@ int Run(const Settings& settings) {
 
   if (rank == 0) {
     std::printf("# gradagg_nvlink_benchmark: %d ranks, %s, one-shot up to %zu bytes, %d iterations, %d warm-ups\n",
-                ranks, ToString(settings.type), node.config().group.oneShotMaxBytes, settings.iterations,
+                ranks, ToString(settings.type), node.peers().config().oneShotMaxBytes, settings.iterations,
                 settings.warmups);
     std::printf("# NCCL: %s\n", nccl ? ("libnccl " + nccl->version() + ", NCCL_NVLS_ENABLE=0").c_str()
                                       : (settings.nccl ? why.c_str() : "left out (--no-nccl)"));

@@ -77,6 +77,12 @@ void LaunchTwoShotKernel(int ranks, int blocks, int threads, const device::TwoSh
 
 }  // namespace
 
+size_t DefaultOneShotMaxBytes(int ranks) {
+  // Measured on H200s (bench/NOTES.md): one-shot pushes (G-1) copies of the message, two-shot about two, so the
+  // crossover falls as G grows.
+  return ranks <= 2 ? (1 << 20) : ranks <= 4 ? (256 << 10) : (128 << 10);
+}
+
 PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather allGather, PeerGroupConfig config)
     : rank_(rank), names_(std::move(names)), allGather_(std::move(allGather)), config_(config) {
   if (ranks() < 1 || ranks() > kMaxLocalRanks)
@@ -93,7 +99,8 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
 
   // 1. This rank's peer memory, control block zeroed before any peer can see it.
   // An inbox slot holds one 8-byte packet per 4 bytes of data, plus the signature packet.
-  inboxHalfBytes_ = RoundUp(2 * std::max<size_t>(config_.oneShotMaxBytes, 16) + 16, kAlignment) * ranks();
+  if (config_.oneShotMaxBytes == kAutomatic) config_.oneShotMaxBytes = DefaultOneShotMaxBytes(ranks());
+  inboxHalfBytes_ = RoundUp(2 * std::max<size_t>(config_.oneShotMaxBytes, 16) + 32, kAlignment) * ranks();
   const size_t controlBytes = RoundUp(sizeof(ControlBlock), kAlignment);
   const size_t stagingOffset = controlBytes + 2 * inboxHalfBytes_;
   config_.stagingBytes = RoundUp(std::max<size_t>(config_.stagingBytes, 1 << 20), kAlignment);
@@ -261,13 +268,13 @@ void PeerGroup::OneShot(const void* input, void* output, size_t count, ElementTy
   const size_t controlBytes = RoundUp(sizeof(ControlBlock), kAlignment);
   const size_t half = (calls_ & 1) * inboxHalfBytes_;
   for (int p = 0; p < ranks(); ++p)
-    args.peerInbox[p] = reinterpret_cast<uint64_t*>(peerScratch_[p] + controlBytes + half);
-  args.slotPackets = inboxHalfBytes_ / ranks() / sizeof(uint64_t);
+    args.peerInbox[p] = reinterpret_cast<uint4*>(peerScratch_[p] + controlBytes + half);
+  args.slotPairs = inboxHalfBytes_ / ranks() / sizeof(uint4);
   args.barrier = Barrier();
-  const size_t words = (count * ElementBytes(type) + 3) / 4;
+  const size_t pairs = (count * ElementBytes(type) + 7) / 8;
   const size_t perBlock = static_cast<size_t>(config_.threads);
   const int blocks = static_cast<int>(
-      std::clamp<size_t>((words + perBlock - 1) / perBlock, 1, std::min(kMaxBlocks, 2 * multiprocessors_)));
+      std::clamp<size_t>((pairs + perBlock - 1) / perBlock, 1, std::min(kMaxBlocks, 2 * multiprocessors_)));
   DispatchType(type, [&](auto element) {
     using T = decltype(element);
     device::OneShotAllReduceKernel<T><<<blocks, config_.threads, 0, stream>>>(args);
@@ -348,7 +355,7 @@ void PeerGroup::LaunchTwoShot(const TwoShotCall& call, ElementType type, cudaStr
   args.vector = vector;
   args.barrier = Barrier();
   const size_t perBlock = static_cast<size_t>(config_.threads) * (16 / elementBytes);
-  const int most = config_.blocks > 0 ? config_.blocks : std::min(kMaxBlocks, 2 * multiprocessors_);
+  const int most = config_.blocks > 0 ? config_.blocks : std::min(kMaxBlocks, multiprocessors_);
   const int blocks = static_cast<int>(std::clamp<size_t>((call.largestShard + perBlock - 1) / perBlock, 1, most));
   DispatchType(type, [&](auto element) {
     using T = decltype(element);

@@ -34,11 +34,16 @@ class PeerGroupError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+constexpr size_t kAutomatic = ~size_t{0};
+
+// The one-shot threshold for a group of `ranks` GPUs when none is given.
+size_t DefaultOneShotMaxBytes(int ranks);
+
 struct PeerGroupConfig {
-  size_t oneShotMaxBytes = 512 << 10;  // allreduce at or below this: one-shot
+  size_t oneShotMaxBytes = kAutomatic;  // allreduce at or below this: one-shot (kAutomatic: by group size)
   size_t stagingBytes = 64 << 20;      // per rank, for two-shot allreduce of unregistered buffers
   double timeoutSeconds = 60.0;        // a barrier waiting longer reports the peer that never came
-  int blocks = 0;                      // two-shot blocks; 0: twice the multiprocessors
+  int blocks = 0;                      // two-shot blocks; 0: one per multiprocessor
   int threads = 512;                   // per block, 32 .. 512
 };
 

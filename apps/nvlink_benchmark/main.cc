@@ -194,7 +194,7 @@ int Run(const Settings& settings) {
   nccl.reset();
   GRADAGG_CUDA_CHECK(cudaStreamDestroy(stream));
   if (rank == 0) {
-    std::printf("# out of bounds values: %zu wrong\n", totalWrong);
+    std::printf("# wrong elements over all sizes: %zu\n", totalWrong);
     if (compared > 0) std::printf("# gradagg at least as fast as NCCL at %d of %d sizes\n", faster, compared);
     std::printf("# check: %s\n", totalWrong == 0 ? "PASS" : "FAIL");
   }

@@ -46,23 +46,25 @@ class GpuNodeTest : public ::testing::Test {
   cudaStream_t stream_ = nullptr;
 };
 
+// bits[i] = v rounded to the element type.
+void SetElement(std::vector<uint8_t>& bits, size_t i, ElementType type, float v) {
+  if (type == ElementType::kFloat32) {
+    std::memcpy(&bits[i * 4], &v, 4);
+  } else if (type == ElementType::kBFloat16) {
+    const __nv_bfloat16 h = __float2bfloat16_rn(v);
+    std::memcpy(&bits[i * 2], &h, 2);
+  } else {
+    const __half h = __float2half_rn(v);
+    std::memcpy(&bits[i * 2], &h, 2);
+  }
+}
+
 // Host bits of rank r's input: random normals rounded to the element type.
 std::vector<uint8_t> InputBits(size_t count, ElementType type, int rank, uint32_t seed) {
   std::mt19937 generator(seed * 7919u + static_cast<uint32_t>(rank));
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<uint8_t> bits(count * ElementBytes(type));
-  for (size_t i = 0; i < count; ++i) {
-    const float v = normal(generator);
-    if (type == ElementType::kFloat32) {
-      std::memcpy(&bits[i * 4], &v, 4);
-    } else if (type == ElementType::kBFloat16) {
-      const __nv_bfloat16 h = __float2bfloat16_rn(v);
-      std::memcpy(&bits[i * 2], &h, 2);
-    } else {
-      const __half h = __float2half_rn(v);
-      std::memcpy(&bits[i * 2], &h, 2);
-    }
-  }
+  for (size_t i = 0; i < count; ++i) SetElement(bits, i, type, normal(generator));
   return bits;
 }
 
@@ -91,15 +93,7 @@ std::vector<uint8_t> RankOrderSum(size_t begin, size_t count, ElementType type, 
   for (size_t i = 0; i < count; ++i) {
     float acc = Element(inputs[0], begin + i, type);
     for (int r = 1; r < ranks; ++r) acc = acc + Element(inputs[r], begin + i, type);
-    if (type == ElementType::kFloat32) {
-      std::memcpy(&out[i * 4], &acc, 4);
-    } else if (type == ElementType::kBFloat16) {
-      const __nv_bfloat16 h = __float2bfloat16_rn(acc);
-      std::memcpy(&out[i * 2], &h, 2);
-    } else {
-      const __half h = __float2half_rn(acc);
-      std::memcpy(&out[i * 2], &h, 2);
-    }
+    SetElement(out, i, type, acc);
   }
   return out;
 }

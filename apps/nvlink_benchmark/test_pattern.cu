@@ -1,6 +1,3 @@
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include "apps/nvlink_benchmark/test_pattern.h"
 #include "quantize/cuda/cuda_error.h"
 #include "quantize/cuda/element_convert.cuh"
@@ -10,6 +7,7 @@ namespace {
 
 using cuda_detail::FromFloat;
 using cuda_detail::ToFloat;
+using cuda_detail::WithElementType;
 
 __device__ float PatternValue(size_t i, int rank, uint32_t seed) {
   uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ (static_cast<uint32_t>(i >> 32) + seed) * 2246822519u;
@@ -39,23 +37,12 @@ __global__ void CountWrongKernel(const T* result, size_t count, int ranks, uint3
   if (mine != 0) atomicAdd(wrong, mine);
 }
 
-template <typename Launch>
-void Dispatch(ElementType type, Launch launch) {
-  if (type == ElementType::kBFloat16) {
-    launch(__nv_bfloat16{});
-  } else if (type == ElementType::kFloat16) {
-    launch(__half{});
-  } else {
-    launch(float{});
-  }
-}
-
 constexpr int kBlocks = 1024, kThreads = 256;
 
 }  // namespace
 
 void FillPattern(void* buffer, size_t count, ElementType type, int rank, uint32_t seed, cudaStream_t stream) {
-  Dispatch(type, [&](auto element) {
+  WithElementType(type, [&](auto element) {
     using T = decltype(element);
     FillKernel<T><<<kBlocks, kThreads, 0, stream>>>(static_cast<T*>(buffer), count, rank, seed);
     GRADAGG_CUDA_CHECK_LAUNCH("FillKernel");
@@ -66,7 +53,7 @@ size_t CountWrong(const void* result, size_t count, ElementType type, int ranks,
   unsigned long long* wrong = nullptr;
   GRADAGG_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&wrong), sizeof(*wrong), stream));
   GRADAGG_CUDA_CHECK(cudaMemsetAsync(wrong, 0, sizeof(*wrong), stream));
-  Dispatch(type, [&](auto element) {
+  WithElementType(type, [&](auto element) {
     using T = decltype(element);
     CountWrongKernel<T><<<kBlocks, kThreads, 0, stream>>>(static_cast<const T*>(result), count, ranks, seed, wrong);
     GRADAGG_CUDA_CHECK_LAUNCH("CountWrongKernel");

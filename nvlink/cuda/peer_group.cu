@@ -1,6 +1,3 @@
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -9,6 +6,7 @@
 #include "nvlink/cuda/one_shot_kernel.cuh"
 #include "nvlink/cuda/peer_group.h"
 #include "nvlink/cuda/two_shot_kernel.cuh"
+#include "quantize/cuda/element_convert.cuh"
 #include "quantize/cuda/cuda_error.h"
 
 namespace gradagg::nvlink {
@@ -40,21 +38,6 @@ class DeviceGuard {
  private:
   int previous_ = 0;
 };
-
-template <typename Launch>
-void DispatchType(ElementType type, Launch launch) {
-  switch (type) {
-    case ElementType::kBFloat16:
-      launch(__nv_bfloat16{});
-      return;
-    case ElementType::kFloat16:
-      launch(__half{});
-      return;
-    case ElementType::kFloat32:
-      launch(float{});
-      return;
-  }
-}
 
 template <typename T, bool kReduce, bool kPushToAll>
 void LaunchTwoShotKernel(int ranks, int blocks, int threads, const device::TwoShotArgs& args, cudaStream_t stream) {
@@ -275,7 +258,7 @@ void PeerGroup::OneShot(const void* input, void* output, size_t count, ElementTy
   const size_t perBlock = static_cast<size_t>(config_.threads);
   const int blocks = static_cast<int>(
       std::clamp<size_t>((pairs + perBlock - 1) / perBlock, 1, std::min(kMaxBlocks, 2 * multiprocessors_)));
-  DispatchType(type, [&](auto element) {
+  cuda_detail::WithElementType(type, [&](auto element) {
     using T = decltype(element);
     device::OneShotAllReduceKernel<T><<<blocks, config_.threads, 0, stream>>>(args);
     GRADAGG_CUDA_CHECK_LAUNCH("OneShotAllReduceKernel");
@@ -357,7 +340,7 @@ void PeerGroup::LaunchTwoShot(const TwoShotCall& call, ElementType type, cudaStr
   const size_t perBlock = static_cast<size_t>(config_.threads) * (16 / elementBytes);
   const int most = config_.blocks > 0 ? config_.blocks : std::min(kMaxBlocks, multiprocessors_);
   const int blocks = static_cast<int>(std::clamp<size_t>((call.largestShard + perBlock - 1) / perBlock, 1, most));
-  DispatchType(type, [&](auto element) {
+  cuda_detail::WithElementType(type, [&](auto element) {
     using T = decltype(element);
     if (call.reduce && call.pushToAll) {
       LaunchTwoShotKernel<T, true, true>(ranks(), blocks, config_.threads, args, stream);

@@ -127,32 +127,18 @@ size_t CudaQuantizer::WireBytes(size_t count) const {
 void CudaQuantizer::Encode(const void* values, ElementType type, float* residual, size_t count, void* wire,
                            cudaStream_t stream) const {
   if (count == 0) return;
-  switch (type) {
-    case ElementType::kFloat32:
-      EncodeTyped(config_, static_cast<const float*>(values), residual, count, wire, stream);
-      break;
-    case ElementType::kBFloat16:
-      EncodeTyped(config_, static_cast<const __nv_bfloat16*>(values), residual, count, wire, stream);
-      break;
-    case ElementType::kFloat16:
-      EncodeTyped(config_, static_cast<const __half*>(values), residual, count, wire, stream);
-      break;
-  }
+  cuda_detail::WithElementType(type, [&](auto element) {
+    using T = decltype(element);
+    EncodeTyped(config_, static_cast<const T*>(values), residual, count, wire, stream);
+  });
 }
 
 void CudaQuantizer::Decode(const void* wire, size_t count, void* out, ElementType type, cudaStream_t stream) const {
   if (count == 0) return;
-  switch (type) {
-    case ElementType::kFloat32:
-      DecodeTyped<float, false>(config_, wire, count, static_cast<float*>(out), stream);
-      break;
-    case ElementType::kBFloat16:
-      DecodeTyped<__nv_bfloat16, false>(config_, wire, count, static_cast<__nv_bfloat16*>(out), stream);
-      break;
-    case ElementType::kFloat16:
-      DecodeTyped<__half, false>(config_, wire, count, static_cast<__half*>(out), stream);
-      break;
-  }
+  cuda_detail::WithElementType(type, [&](auto element) {
+    using T = decltype(element);
+    DecodeTyped<T, false>(config_, wire, count, static_cast<T*>(out), stream);
+  });
 }
 
 void CudaQuantizer::DecodeAccumulate(const void* wire, size_t count, float* accumulator, cudaStream_t stream) const {

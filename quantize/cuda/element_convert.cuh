@@ -1,8 +1,11 @@
-// Device conversions between the gradient element types and the float32 they are summed in.
+// Device conversions between the gradient element types and the float32 they are summed in, and the one place
+// a run-time ElementType becomes a C++ type.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include "quantize/element_type.h"
 
 namespace gradagg::cuda_detail {
 
@@ -23,6 +26,22 @@ __device__ inline __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) {
 template <>
 __device__ inline __half FromFloat<__half>(float x) {
   return __float2half_rn(x);
+}
+
+// Calls use(T{}) with T the C++ type of `type`: float, __nv_bfloat16 or __half.
+template <typename Use>
+void WithElementType(ElementType type, Use use) {
+  switch (type) {
+    case ElementType::kBFloat16:
+      use(__nv_bfloat16{});
+      return;
+    case ElementType::kFloat16:
+      use(__half{});
+      return;
+    case ElementType::kFloat32:
+      use(float{});
+      return;
+  }
 }
 
 }  // namespace gradagg::cuda_detail

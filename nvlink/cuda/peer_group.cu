@@ -6,15 +6,16 @@
 #include "nvlink/cuda/one_shot_kernel.cuh"
 #include "nvlink/cuda/peer_group.h"
 #include "nvlink/cuda/two_shot_kernel.cuh"
-#include "quantize/cuda/element_convert.cuh"
 #include "quantize/cuda/cuda_error.h"
+#include "quantize/cuda/element_convert.cuh"
 
 namespace gradagg::nvlink {
 namespace {
 
-constexpr size_t kAlignment = 256;
+constexpr size_t RoundUp(size_t value, size_t to) { return (value + to - 1) / to * to; }
 
-size_t RoundUp(size_t value, size_t to) { return (value + to - 1) / to * to; }
+constexpr size_t kAlignment = 256;
+constexpr size_t kControlBytes = RoundUp(sizeof(ControlBlock), kAlignment);  // where the inboxes start
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
@@ -84,44 +85,34 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
   // An inbox slot holds one 8-byte packet per 4 bytes of data, plus the signature packet.
   if (config_.oneShotMaxBytes == kAutomatic) config_.oneShotMaxBytes = DefaultOneShotMaxBytes(ranks());
   inboxHalfBytes_ = RoundUp(2 * std::max<size_t>(config_.oneShotMaxBytes, 16) + 32, kAlignment) * ranks();
-  const size_t controlBytes = RoundUp(sizeof(ControlBlock), kAlignment);
-  const size_t stagingOffset = controlBytes + 2 * inboxHalfBytes_;
+  const size_t stagingOffset = kControlBytes + 2 * inboxHalfBytes_;
   config_.stagingBytes = RoundUp(std::max<size_t>(config_.stagingBytes, 1 << 20), kAlignment);
   const size_t scratchBytes = stagingOffset + config_.stagingBytes;
-  GRADAGG_CUDA_CHECK(cudaMalloc(&scratch_, scratchBytes));
-  GRADAGG_CUDA_CHECK(cudaMemset(scratch_, 0, stagingOffset));  // flags and packets start at call 0
+  void* scratch = nullptr;
+  GRADAGG_CUDA_CHECK(cudaMalloc(&scratch, scratchBytes));
+  scratch_.local = static_cast<char*>(scratch);
+  GRADAGG_CUDA_CHECK(cudaMemset(scratch, 0, stagingOffset));  // flags and packets start at call 0
   GRADAGG_CUDA_CHECK(cudaDeviceSynchronize());
   GRADAGG_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&status_), sizeof(BarrierStatus), cudaHostAllocMapped));
   std::memset(status_, 0, sizeof(BarrierStatus));
   GRADAGG_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&statusOnDevice_), status_, 0));
 
-  // 2. Everyone's peer memory, mapped here.
-  const ExportedBuffer mine = ExportBuffer(scratch_, scratchBytes);
-  const std::vector<char> all = AllGatherRecord(&mine, sizeof(mine));
-  scratchExports_.resize(ranks());
-  peerScratch_.resize(ranks());
-  for (int p = 0; p < ranks(); ++p) {
-    std::memcpy(&scratchExports_[p], all.data() + p * sizeof(ExportedBuffer), sizeof(ExportedBuffer));
-    peerScratch_[p] = p == rank_ ? static_cast<char*>(scratch_)
-                                 : static_cast<char*>(mappings_.Acquire(p, scratchExports_[p]));
-  }
-  staging_.local = peerScratch_[rank_] + stagingOffset;
+  // 2. Everyone's peer memory, mapped here; the staging area is a window of it.
+  scratch_ = Share(scratch, scratchBytes);
+  staging_.local = scratch_.local + stagingOffset;
   staging_.bytes = config_.stagingBytes;
-  for (int p = 0; p < ranks(); ++p) staging_.peer.push_back(peerScratch_[p] + stagingOffset);
+  for (char* peer : scratch_.peer) staging_.peer.push_back(peer + stagingOffset);
 }
 
 PeerGroup::~PeerGroup() {
   // Our own work first; the mappings close below, and CUDA frees an allocation once no process maps it.
   cudaDeviceSynchronize();
-  registrations_.clear();
-  for (int p = 0; p < static_cast<int>(scratchExports_.size()); ++p) {
-    if (p == rank_) continue;
-    try {
-      mappings_.Release(p, scratchExports_[p]);
-    } catch (...) {  // a destructor never throws; the process is going away or the GPU already failed
-    }
+  try {
+    for (const Registration& registration : registrations_) Unmap(registration);
+    Unmap(scratch_);
+  } catch (...) {  // a destructor never throws; the process is going away or the GPU already failed
   }
-  cudaFree(scratch_);
+  cudaFree(scratch_.local);
   cudaFreeHost(status_);
 }
 
@@ -135,8 +126,7 @@ std::vector<char> PeerGroup::AllGatherRecord(const void* record, size_t bytes) c
   return all;
 }
 
-void PeerGroup::Register(void* buffer, size_t bytes) {
-  DeviceGuard guard(device_);
+PeerGroup::Registration PeerGroup::Share(void* buffer, size_t bytes) {
   Registration registration;
   registration.local = static_cast<char*>(buffer);
   registration.bytes = bytes;
@@ -147,10 +137,20 @@ void PeerGroup::Register(void* buffer, size_t bytes) {
   registration.peer.resize(ranks());
   for (int p = 0; p < ranks(); ++p) {
     std::memcpy(&registration.exported[p], all.data() + p * sizeof(ExportedBuffer), sizeof(ExportedBuffer));
-    registration.peer[p] = p == rank_ ? registration.local
-                                      : static_cast<char*>(mappings_.Acquire(p, registration.exported[p]));
+    registration.peer[p] =
+        p == rank_ ? registration.local : static_cast<char*>(mappings_.Acquire(p, registration.exported[p]));
   }
-  registrations_.push_back(std::move(registration));
+  return registration;
+}
+
+void PeerGroup::Unmap(const Registration& registration) {
+  for (int p = 0; p < static_cast<int>(registration.exported.size()); ++p)
+    if (p != rank_) mappings_.Release(p, registration.exported[p]);
+}
+
+void PeerGroup::Register(void* buffer, size_t bytes) {
+  DeviceGuard guard(device_);
+  registrations_.push_back(Share(buffer, bytes));
 }
 
 void PeerGroup::Deregister(void* buffer) {
@@ -162,34 +162,46 @@ void PeerGroup::Deregister(void* buffer) {
   const auto found = std::find_if(registrations_.begin(), registrations_.end(),
                                   [buffer](const Registration& r) { return r.local == buffer; });
   if (found == registrations_.end()) throw UsageError("Deregister of a buffer that was never registered");
-  for (int p = 0; p < ranks(); ++p)
-    if (p != rank_) mappings_.Release(p, found->exported[p]);
+  Unmap(*found);
   registrations_.erase(found);
 }
 
-bool PeerGroup::IsRegistered(const void* buffer, size_t bytes) const {
-  const char* begin = static_cast<const char*>(buffer);
-  for (const Registration& r : registrations_)
-    if (begin >= r.local && begin + bytes <= r.local + r.bytes)
-      return IdentifyAllocation(buffer).bufferId == r.bufferId;
-  return false;
-}
-
-PeerGroup::Located PeerGroup::Locate(const void* buffer, size_t bytes, const char* what) const {
+PeerGroup::Lookup PeerGroup::Find(const void* buffer, size_t bytes, Located& located) const {
   const char* begin = static_cast<const char*>(buffer);
   for (const Registration& r : registrations_) {
     if (begin < r.local || begin + bytes > r.local + r.bytes) continue;
-    if (IdentifyAllocation(buffer).bufferId != r.bufferId)
+    if (IdentifyAllocation(buffer).bufferId != r.bufferId) return Lookup::kStale;
+    located = {&r, static_cast<size_t>(begin - r.local)};
+    return Lookup::kFound;
+  }
+  return Lookup::kNotRegistered;
+}
+
+bool PeerGroup::IsRegistered(const void* buffer, size_t bytes) const {
+  Located unused{};
+  return Find(buffer, bytes, unused) == Lookup::kFound;
+}
+
+void PeerGroup::CheckPeerBounds(const Located& located, size_t bytes, const char* what) const {
+  for (int p = 0; p < ranks(); ++p)
+    if (located.offset + bytes > located.registration->exported[p].bytes)
+      throw UsageError(std::string(what) + " reaches past local rank " + std::to_string(p) + "'s registered buffer (" +
+                       names_[rank_] + ")");
+}
+
+PeerGroup::Located PeerGroup::Locate(const void* buffer, size_t bytes, const char* what) const {
+  Located located{};
+  switch (Find(buffer, bytes, located)) {
+    case Lookup::kNotRegistered:
+      throw UsageError(std::string(what) + " is not in a registered buffer (" + names_[rank_] + ")");
+    case Lookup::kStale:
       throw UsageError(std::string(what) + " lies in a registered buffer that was freed and allocated again (" +
                        names_[rank_] + "): deregister it before freeing, register the new one");
-    const size_t offset = static_cast<size_t>(begin - r.local);
-    for (int p = 0; p < ranks(); ++p)
-      if (offset + bytes > r.exported[p].bytes)
-        throw UsageError(std::string(what) + " reaches past local rank " + std::to_string(p) +
-                         "'s registered buffer (" + names_[rank_] + ")");
-    return {&r, offset};
+    case Lookup::kFound:
+      break;
   }
-  throw UsageError(std::string(what) + " is not in a registered buffer (" + names_[rank_] + ")");
+  CheckPeerBounds(located, bytes, what);
+  return located;
 }
 
 void PeerGroup::ThrowIfFailed() const {
@@ -214,7 +226,7 @@ void PeerGroup::StartCall(uint64_t signature) {
 
 device::BarrierContext PeerGroup::Barrier() const {
   device::BarrierContext context{};
-  for (int p = 0; p < ranks(); ++p) context.peerControl[p] = reinterpret_cast<ControlBlock*>(peerScratch_[p]);
+  for (int p = 0; p < ranks(); ++p) context.peerControl[p] = reinterpret_cast<ControlBlock*>(scratch_.peer[p]);
   context.status = statusOnDevice_;
   context.call = calls_;
   context.signature = signature_;
@@ -227,18 +239,27 @@ device::BarrierContext PeerGroup::Barrier() const {
 void PeerGroup::AllReduce(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
   DeviceGuard guard(device_);
   const size_t bytes = count * ElementBytes(type);
+  Located in{}, out{};
   if (bytes <= config_.oneShotMaxBytes) {
     OneShot(input, output, count, type, stream);
-  } else if (IsRegistered(input, bytes) && IsRegistered(output, bytes)) {
-    const size_t shard = RoundUp((count + ranks() - 1) / ranks(), 16 / ElementBytes(type));
-    const size_t begin = std::min(count, shard * rank_);
-    TwoShotCall call{Locate(input, bytes, "the allreduce input"), Locate(output, bytes, "the allreduce output"),
-                     {begin, std::min(count, begin + shard) - begin}, shard, 0, 0, true, true};
-    StartCall(Mix(Mix(Mix(Mix(1, static_cast<uint64_t>(type)), count), call.input.offset), call.output.offset));
-    LaunchTwoShot(call, type, stream);
+  } else if (Find(input, bytes, in) == Lookup::kFound && Find(output, bytes, out) == Lookup::kFound) {
+    CheckPeerBounds(in, bytes, "the allreduce input");
+    CheckPeerBounds(out, bytes, "the allreduce output");
+    FusedAllReduce(in, out, count, Mix(Mix(Mix(Mix(1, static_cast<uint64_t>(type)), count), in.offset), out.offset),
+                   type, stream);
   } else {
     Staged(input, output, count, type, stream);
   }
+}
+
+void PeerGroup::FusedAllReduce(const Located& input, const Located& output, size_t count, uint64_t signature,
+                               ElementType type, cudaStream_t stream) {
+  // Equal shards in 16-byte units, the first ones full: every rank computes the same cut.
+  const size_t shard = RoundUp((count + ranks() - 1) / ranks(), 16 / ElementBytes(type));
+  const size_t begin = std::min(count, shard * rank_);
+  StartCall(signature);
+  LaunchTwoShot({input, output, {begin, std::min(count, begin + shard) - begin}, shard, 0, 0, true, true}, type,
+                stream);
 }
 
 void PeerGroup::OneShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
@@ -248,10 +269,9 @@ void PeerGroup::OneShot(const void* input, void* output, size_t count, ElementTy
   args.input = input;
   args.output = output;
   args.count = count;
-  const size_t controlBytes = RoundUp(sizeof(ControlBlock), kAlignment);
   const size_t half = (calls_ & 1) * inboxHalfBytes_;
   for (int p = 0; p < ranks(); ++p)
-    args.peerInbox[p] = reinterpret_cast<uint4*>(peerScratch_[p] + controlBytes + half);
+    args.peerInbox[p] = reinterpret_cast<uint4*>(scratch_.peer[p] + kControlBytes + half);
   args.slotPairs = inboxHalfBytes_ / ranks() / sizeof(uint4);
   args.barrier = Barrier();
   const size_t pairs = (count * ElementBytes(type) + 7) / 8;
@@ -272,12 +292,8 @@ void PeerGroup::Staged(const void* input, void* output, size_t count, ElementTyp
     const size_t n = std::min(chunk, count - done);
     GRADAGG_CUDA_CHECK(cudaMemcpyAsync(staging_.local, static_cast<const char*>(input) + done * elementBytes,
                                        n * elementBytes, cudaMemcpyDeviceToDevice, stream));
-    const size_t shard = RoundUp((n + ranks() - 1) / ranks(), 16 / elementBytes);
-    const size_t begin = std::min(n, shard * rank_);
-    TwoShotCall call{{&staging_, 0}, {&staging_, 0}, {begin, std::min(n, begin + shard) - begin}, shard, 0, 0,
-                     true, true};
-    StartCall(Mix(Mix(Mix(3, static_cast<uint64_t>(type)), count), n));
-    LaunchTwoShot(call, type, stream);
+    FusedAllReduce({&staging_, 0}, {&staging_, 0}, n, Mix(Mix(Mix(3, static_cast<uint64_t>(type)), count), n), type,
+                   stream);
     GRADAGG_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(output) + done * elementBytes, staging_.local,
                                        n * elementBytes, cudaMemcpyDeviceToDevice, stream));
   }
@@ -299,7 +315,12 @@ void PeerGroup::ReduceScatter(const void* input, const std::vector<ElementRange>
   const ElementRange shard = shards[rank_];
   TwoShotCall call{Locate(input, shards.back().end() * elementBytes, "the reduce-scatter input"),
                    Locate(stripe, shard.count * elementBytes, "the reduce-scatter stripe"),
-                   shard, LargestShard(shards), 0, shard.begin, true, false};
+                   shard,
+                   LargestShard(shards),
+                   0,
+                   shard.begin,
+                   true,
+                   false};
   StartCall(Mix(Mix(Mix(4, static_cast<uint64_t>(type)), shards.back().end()), call.input.offset));
   LaunchTwoShot(call, type, stream);
 }
@@ -312,7 +333,12 @@ void PeerGroup::AllGather(const void* stripe, const std::vector<ElementRange>& s
   const ElementRange shard = shards[rank_];
   TwoShotCall call{Locate(stripe, shard.count * elementBytes, "the all-gather stripe"),
                    Locate(output, shards.back().end() * elementBytes, "the all-gather output"),
-                   shard, LargestShard(shards), shard.begin, 0, false, true};
+                   shard,
+                   LargestShard(shards),
+                   shard.begin,
+                   0,
+                   false,
+                   true};
   StartCall(Mix(Mix(Mix(5, static_cast<uint64_t>(type)), shards.back().end()), call.output.offset));
   LaunchTwoShot(call, type, stream);
 }
@@ -325,8 +351,9 @@ void PeerGroup::LaunchTwoShot(const TwoShotCall& call, ElementType type, cudaStr
     args.peerInput[p] = call.input.registration->peer[p] + call.input.offset;
     args.peerOutput[p] = call.output.registration->peer[p] + call.output.offset;
     const bool used = p == rank_ || call.reduce;
-    if (used) vector = vector && Aligned16(static_cast<const char*>(args.peerInput[p]) +
-                                           (call.shard.begin - call.inputShift) * elementBytes);
+    if (used)
+      vector = vector && Aligned16(static_cast<const char*>(args.peerInput[p]) +
+                                   (call.shard.begin - call.inputShift) * elementBytes);
     if (p == rank_ || call.pushToAll)
       vector = vector && Aligned16(static_cast<const char*>(args.peerOutput[p]) +
                                    (call.shard.begin - call.outputShift) * elementBytes);

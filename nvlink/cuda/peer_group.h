@@ -4,7 +4,8 @@
 // all-gather that setup needs).
 //
 // Paths, chosen per call from the size alone, so every rank takes the same one:
-// - one-shot allreduce (bytes <= oneShotMaxBytes): pushed through fixed inboxes, one barrier, any buffer;
+// - one-shot allreduce (bytes <= oneShotMaxBytes): pushed through fixed inboxes in flagged packets, no barrier, any
+//   buffer;
 // - two-shot allreduce, reduce-scatter and all-gather on registered buffers: read and written in place;
 // - two-shot allreduce of unregistered buffers: chunks staged through a registered area (two extra local copies).
 #pragma once
@@ -41,10 +42,10 @@ size_t DefaultOneShotMaxBytes(int ranks);
 
 struct PeerGroupConfig {
   size_t oneShotMaxBytes = kAutomatic;  // allreduce at or below this: one-shot (kAutomatic: by group size)
-  size_t stagingBytes = 64 << 20;      // per rank, for two-shot allreduce of unregistered buffers
-  double timeoutSeconds = 60.0;        // a barrier waiting longer reports the peer that never came
-  int blocks = 0;                      // two-shot blocks; 0: one per multiprocessor
-  int threads = 512;                   // per block, 32 .. 512
+  size_t stagingBytes = 64 << 20;       // per rank, for two-shot allreduce of unregistered buffers
+  double timeoutSeconds = 60.0;         // a barrier waiting longer reports the peer that never came
+  int blocks = 0;                       // two-shot blocks; 0: one per multiprocessor
+  int threads = 512;                    // per block, 32 .. 512
 };
 
 class PeerGroup {
@@ -79,7 +80,7 @@ class PeerGroup {
   void AllGather(const void* stripe, const std::vector<ElementRange>& shards, void* output, ElementType type,
                  cudaStream_t stream);
 
-  // Throws CudaError naming the peer if a barrier of an earlier call failed (a peer never arrived, or called with
+  // Throws PeerGroupError naming the peer if a barrier of an earlier call failed (a peer never arrived, or called with
   // another size or operation). Reads host memory only: synchronise the stream first to cover the last call.
   void ThrowIfFailed() const;
 
@@ -95,14 +96,21 @@ class PeerGroup {
     const Registration* registration;
     size_t offset;
   };
-  Located Locate(const void* buffer, size_t bytes, const char* what) const;  // throws UsageError
+  enum class Lookup { kFound, kNotRegistered, kStale };
+  // Which registration holds [buffer, buffer + bytes), asking CUDA once whether its allocation is still the same.
+  Lookup Find(const void* buffer, size_t bytes, Located& located) const;
+  void CheckPeerBounds(const Located& located, size_t bytes, const char* what) const;  // throws UsageError
+  Located Locate(const void* buffer, size_t bytes, const char* what) const;            // throws UsageError
+  // Collective: exports `buffer` and maps every peer's one here.
+  Registration Share(void* buffer, size_t bytes);
+  void Unmap(const Registration& registration);
   std::vector<char> AllGatherRecord(const void* record, size_t bytes) const;
   void StartCall(uint64_t signature);  // throws if an earlier call failed; numbers this call
   device::BarrierContext Barrier() const;
   struct TwoShotCall {
     Located input;
     Located output;
-    ElementRange shard;  // this rank's
+    ElementRange shard;   // this rank's
     size_t largestShard;  // over all ranks: sets the block count, which must agree everywhere
     size_t inputShift;
     size_t outputShift;
@@ -110,6 +118,8 @@ class PeerGroup {
     bool pushToAll;
   };
   void LaunchTwoShot(const TwoShotCall& call, ElementType type, cudaStream_t stream);
+  void FusedAllReduce(const Located& input, const Located& output, size_t count, uint64_t signature, ElementType type,
+                      cudaStream_t stream);
   void OneShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
   void Staged(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
 
@@ -120,12 +130,11 @@ class PeerGroup {
   int device_ = 0;
   int multiprocessors_ = 1;
 
-  // This rank's peer memory: [ControlBlock][inbox half 0][inbox half 1][staging], one cudaMalloc.
-  void* scratch_ = nullptr;
-  size_t inboxHalfBytes_ = 0;
-  std::vector<char*> peerScratch_;  // every rank's scratch, mapped here (own at [rank_])
-  std::vector<ExportedBuffer> scratchExports_;
+  // This rank's peer memory: [ControlBlock][inbox half 0][inbox half 1][staging], one cudaMalloc, shared like a
+  // registered buffer (scratch_.peer: every rank's, mapped here).
   PeerMappings mappings_;
+  Registration scratch_;
+  size_t inboxHalfBytes_ = 0;
   std::vector<Registration> registrations_;
   Registration staging_;  // the staging area of every rank
 

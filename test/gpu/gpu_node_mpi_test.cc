@@ -168,8 +168,8 @@ TEST_F(GpuNodeTest, StagedAllReduceOfUnregisteredBuffersIsTheRankOrderSum) {
   GpuNode node(MPI_COMM_WORLD, Config(0));  // staging of 1 MiB: the largest sizes take several chunks
   uint32_t seed = 200;
   for (ElementType type : kTypes)
-    for (size_t count : {size_t{1000}, size_t{1000003}}) CheckAllReduce(node, {count, type, 0, 0}, false, ++seed,
-                                                                        stream_);
+    for (size_t count : {size_t{1000}, size_t{1000003}})
+      CheckAllReduce(node, {count, type, 0, 0}, false, ++seed, stream_);
 }
 
 TEST_F(GpuNodeTest, UnalignedPointersAndInPlace) {
@@ -218,7 +218,8 @@ TEST_F(GpuNodeTest, BuffersFreedAndReallocatedBetweenCalls) {
     node.AllReduce(buffer.get(), buffer.get(), count, ElementType::kFloat32, stream_);
     ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
     node.ThrowIfFailed();
-    EXPECT_EQ(buffer.ToHost<uint8_t>(count * 4), RankOrderSum(0, count, ElementType::kFloat32, WorldSize(), seed, count))
+    EXPECT_EQ(buffer.ToHost<uint8_t>(count * 4),
+              RankOrderSum(0, count, ElementType::kFloat32, WorldSize(), seed, count))
         << "round " << round;
     node.Deregister(buffer.get());
   }
@@ -231,7 +232,8 @@ TEST_F(GpuNodeTest, ReduceScatterAndAllGatherOfUnequalShards) {
     const size_t bytes = ElementBytes(type), count = 1000003;
     std::vector<ElementRange> shards;
     for (int r = 0; r < ranks; ++r) {  // unequal, the first one unaligned at its end
-      const size_t begin = count * r / ranks + (r > 0 ? 1 : 0), end = r + 1 == ranks ? count : count * (r + 1) / ranks + 1;
+      const size_t begin = count * r / ranks + (r > 0 ? 1 : 0),
+                   end = r + 1 == ranks ? count : count * (r + 1) / ranks + 1;
       shards.push_back({begin, end - begin});
     }
     DeviceBuffer gradient(count * bytes), stripe(shards[me].count * bytes + 16);

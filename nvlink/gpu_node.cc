@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
+#include <utility>
 
 #include "gradagg/errors.h"
 #include "mpi_glue/mpi_error.h"
@@ -46,6 +48,14 @@ std::vector<std::string> AllGatherStrings(MPI_Comm comm, const std::string& mine
   return strings;
 }
 
+// The first (i, j) in row order where local rank i cannot reach local rank j's GPU directly.
+std::optional<std::pair<int, int>> FirstPairWithoutAccess(const PeerAccessMatrix& access) {
+  for (size_t i = 0; i < access.size(); ++i)
+    for (size_t j = 0; j < access[i].size(); ++j)
+      if (!access[i][j]) return std::make_pair(static_cast<int>(i), static_cast<int>(j));
+  return std::nullopt;
+}
+
 }  // namespace
 
 GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
@@ -61,8 +71,7 @@ GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
   return config;
 }
 
-GpuNode::GpuNode(MPI_Comm node, const GpuNodeConfig& config)
-    : config_(config), node_(Communicator::Duplicate(node)) {
+GpuNode::GpuNode(MPI_Comm node, const GpuNodeConfig& config) : config_(config), node_(Communicator::Duplicate(node)) {
   const int ranks = node_.size(), me = node_.rank();
 
   // 1. Who reaches whom.
@@ -85,29 +94,21 @@ GpuNode::GpuNode(MPI_Comm node, const GpuNodeConfig& config)
   } catch (const std::invalid_argument& error) {
     throw UsageError(std::string(error.what()) + " (" + RankAndHost() + ")");
   }
-  int myGroup = 0;
-  for (size_t g = 0; g < groups_.size(); ++g)
-    for (int member : groups_[g])
-      if (member == me) myGroup = static_cast<int>(g);
   if (me == 0 && config_.traceLevel >= 1) std::cerr << "gradagg: " << DescribePeerAccess(access_, groups_);
-  if (me == 0) {
-    for (int i = 0; i < ranks; ++i)
-      for (int j = 0; j < ranks; ++j)
-        if (!access_[i][j]) {
-          std::cerr << "gradagg: warning: local rank " << i << " has no peer access to local rank " << j
-                    << "'s GPU; the node reduces through pinned host memory\n";
-          i = j = ranks;
-        }
+  if (const auto pair = FirstPairWithoutAccess(access_); me == 0 && pair) {
+    std::cerr << "gradagg: warning: local rank " << pair->first << " has no peer access to local rank " << pair->second
+              << "'s GPU; the node reduces through pinned host memory\n";
   }
 
-  // 3. Peer memory inside this rank's group; the host twin when there are several groups.
-  group_ = node_.Split(myGroup, me);
-  const std::vector<std::string> names = AllGatherStrings(group_.get(), RankAndHost(), 128);
-  const MPI_Comm groupComm = group_.get();
-  peers_ = std::make_unique<nvlink::PeerGroup>(
-      group_.rank(), names, [groupComm](const std::vector<char>& mine) { return AllGatherBytes(groupComm, mine); },
-      config_.group);
-  if (!fullyConnected()) hostTwin_ = std::make_unique<SharedWindowPhase>(node_.get());
+  // 3. One group: peer memory across the node. Several: the host twin (nothing forwards between groups yet).
+  if (fullyConnected()) {
+    const std::vector<std::string> names = AllGatherStrings(node_.get(), RankAndHost(), 128);
+    const MPI_Comm nodeComm = node_.get();
+    peers_ = std::make_unique<nvlink::PeerGroup>(
+        me, names, [nodeComm](const std::vector<char>& mine) { return AllGatherBytes(nodeComm, mine); }, config_.group);
+  } else {
+    hostTwin_ = std::make_unique<SharedWindowPhase>(node_.get());
+  }
 }
 
 GpuNode::~GpuNode() {
@@ -122,7 +123,15 @@ void GpuNode::Deregister(void* buffer) {
   if (fullyConnected()) peers_->Deregister(buffer);
 }
 
-void GpuNode::ThrowIfFailed() const { peers_->ThrowIfFailed(); }
+nvlink::PeerGroup& GpuNode::peers() {
+  if (!peers_)
+    throw UsageError("this node is not one fully connected group, so it has no peer group (" + RankAndHost() + ")");
+  return *peers_;
+}
+
+void GpuNode::ThrowIfFailed() const {
+  if (peers_) peers_->ThrowIfFailed();
+}
 
 void GpuNode::AllReduce(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
   if (fullyConnected()) {

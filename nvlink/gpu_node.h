@@ -9,9 +9,8 @@
 //      without full peer access still works (slower), with a warning.
 #pragma once
 
-#include <mpi.h>
-
 #include <cuda_runtime_api.h>
+#include <mpi.h>
 
 #include <cstddef>
 #include <memory>
@@ -49,8 +48,9 @@ class GpuNode {
   const std::vector<std::vector<int>>& groups() const { return groups_; }
   bool fullyConnected() const { return groups_.size() == 1; }
   const GpuNodeConfig& config() const { return config_; }
-  // This rank's group: reduce-scatter and all-gather of registered buffers (phases 1 and 3) run there.
-  nvlink::PeerGroup& peers() { return *peers_; }
+  // The node's peer group, when it is one fully connected group (else UsageError): reduce-scatter and all-gather
+  // of registered buffers (phases 1 and 3) run there.
+  nvlink::PeerGroup& peers();
 
   // Collective: zero-copy buffers for the two-shot path (see PeerGroup::Register). No-ops across groups.
   void Register(void* buffer, size_t bytes);
@@ -68,11 +68,10 @@ class GpuNode {
 
   GpuNodeConfig config_;
   Communicator node_;
-  Communicator group_;
   PeerAccessMatrix access_;
   std::vector<std::vector<int>> groups_;
-  std::unique_ptr<nvlink::PeerGroup> peers_;       // this rank's group
-  std::unique_ptr<SharedWindowPhase> hostTwin_;    // several groups: the host path
+  std::unique_ptr<nvlink::PeerGroup> peers_;     // one group: the whole node
+  std::unique_ptr<SharedWindowPhase> hostTwin_;  // several groups: the host path
   float* pinned_ = nullptr;
   size_t pinnedElements_ = 0;
 };

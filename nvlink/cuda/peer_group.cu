@@ -88,32 +88,32 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
   const size_t stagingOffset = kControlBytes + 2 * inboxHalfBytes_;
   config_.stagingBytes = RoundUp(std::max<size_t>(config_.stagingBytes, 1 << 20), kAlignment);
   const size_t scratchBytes = stagingOffset + config_.stagingBytes;
-  void* scratch = nullptr;
-  GRADAGG_CUDA_CHECK(cudaMalloc(&scratch, scratchBytes));
-  scratch_.local = static_cast<char*>(scratch);
-  GRADAGG_CUDA_CHECK(cudaMemset(scratch, 0, stagingOffset));  // flags and packets start at call 0
+  void* memory = nullptr;
+  GRADAGG_CUDA_CHECK(cudaMalloc(&memory, scratchBytes));
+  scratchMemory_.reset(memory);
+  GRADAGG_CUDA_CHECK(cudaMemset(memory, 0, stagingOffset));  // flags and packets start at call 0
   GRADAGG_CUDA_CHECK(cudaDeviceSynchronize());
-  GRADAGG_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&status_), sizeof(BarrierStatus), cudaHostAllocMapped));
-  std::memset(status_, 0, sizeof(BarrierStatus));
-  GRADAGG_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&statusOnDevice_), status_, 0));
+  GRADAGG_CUDA_CHECK(cudaHostAlloc(&memory, sizeof(BarrierStatus), cudaHostAllocMapped));
+  status_.reset(static_cast<BarrierStatus*>(memory));
+  std::memset(status_.get(), 0, sizeof(BarrierStatus));
+  GRADAGG_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&statusOnDevice_), status_.get(), 0));
 
   // 2. Everyone's peer memory, mapped here; the staging area is a window of it.
-  scratch_ = Share(scratch, scratchBytes);
+  scratch_ = Share(scratchMemory_.get(), scratchBytes);
   staging_.local = scratch_.local + stagingOffset;
   staging_.bytes = config_.stagingBytes;
   for (char* peer : scratch_.peer) staging_.peer.push_back(peer + stagingOffset);
 }
 
 PeerGroup::~PeerGroup() {
-  // Our own work first; the mappings close below, and CUDA frees an allocation once no process maps it.
+  // Our own work first, then the mappings close; the members free this rank's memory (CUDA frees an allocation
+  // once no process maps it).
   cudaDeviceSynchronize();
   try {
     for (const Registration& registration : registrations_) Unmap(registration);
     Unmap(scratch_);
   } catch (...) {  // a destructor never throws; the process is going away or the GPU already failed
   }
-  cudaFree(scratch_.local);
-  cudaFreeHost(status_);
 }
 
 std::vector<char> PeerGroup::AllGatherRecord(const void* record, size_t bytes) const {
@@ -205,7 +205,7 @@ PeerGroup::Located PeerGroup::Locate(const void* buffer, size_t bytes, const cha
 }
 
 void PeerGroup::ThrowIfFailed() const {
-  const volatile BarrierStatus* status = status_;
+  const volatile BarrierStatus* status = status_.get();
   const int failure = status->failure;
   if (failure == static_cast<int>(BarrierFailure::kNone)) return;
   const int peer = status->peer;

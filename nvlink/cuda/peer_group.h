@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "nvlink/cuda/control_block.h"
 #include "nvlink/cuda/ipc_memory.h"
 #include "nvlink/flat_buffers.h"
+#include "quantize/cuda/device_memory.h"
 #include "quantize/element_type.h"
 
 namespace gradagg::nvlink {
@@ -132,13 +134,14 @@ class PeerGroup {
 
   // This rank's peer memory: [ControlBlock][inbox half 0][inbox half 1][staging], one cudaMalloc, shared like a
   // registered buffer (scratch_.peer: every rank's, mapped here).
+  std::unique_ptr<void, CudaFree> scratchMemory_;
   PeerMappings mappings_;
   Registration scratch_;
   size_t inboxHalfBytes_ = 0;
   std::vector<Registration> registrations_;
   Registration staging_;  // the staging area of every rank
 
-  BarrierStatus* status_ = nullptr;  // pinned, mapped
+  std::unique_ptr<BarrierStatus, CudaFreeHost> status_;  // pinned, mapped
   BarrierStatus* statusOnDevice_ = nullptr;
   uint64_t calls_ = 0;
   uint64_t signature_ = 0;

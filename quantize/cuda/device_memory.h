@@ -1,4 +1,5 @@
-// Owning device memory (cudaMalloc / cudaFree), and whether a GPU is there at all. Host-only header.
+// Owning device memory (cudaMalloc / cudaFree), deleters for it and for pinned host memory, and whether a GPU is
+// there at all. Host-only header.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,6 +15,10 @@ namespace gradagg {
 
 struct CudaFree {
   void operator()(void* p) const noexcept { cudaFree(p); }
+};
+
+struct CudaFreeHost {
+  void operator()(void* p) const noexcept { cudaFreeHost(p); }
 };
 
 class DeviceBuffer {

@@ -3,10 +3,12 @@
 #include <cuda_runtime_api.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "gradagg/errors.h"
@@ -113,6 +115,30 @@ GpuNode::GpuNode(MPI_Comm node, const GpuNodeConfig& config) : config_(config), 
 
 GpuNode::~GpuNode() {
   if (pinned_ != nullptr) cudaFreeHost(pinned_);
+  if (!peers_) return;
+  // Every rank unmaps its peers' memory, and only then frees its own: CUDA IPC breaks later exports of memory
+  // freed while another process still maps it (seen on H200s). The barrier has a deadline, so a rank that never
+  // gets here (an exception on one rank only) costs a leak and a warning, not a hang.
+  try {
+    peers_->UnmapPeers();
+  } catch (...) {  // a destructor never throws: the GPU already failed; free what we can
+  }
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  MPI_Request request = MPI_REQUEST_NULL;
+  int done = 0;
+  if (MPI_Ibarrier(node_.get(), &request) == MPI_SUCCESS) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(config_.group.timeoutSeconds);
+    while (MPI_Test(&request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (done) return;  // peers_ frees the memory
+  std::cerr << "gradagg: warning: not every local rank closed its node group within " << config_.group.timeoutSeconds
+            << " s (" << RankAndHost() << "); its GPU memory stays allocated until the process ends\n";
+  peers_.release();  // NOLINT(bugprone-unused-return-value): leaked on purpose, see above
 }
 
 void GpuNode::Register(void* buffer, size_t bytes) {

@@ -105,15 +105,21 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
   for (char* peer : scratch_.peer) staging_.peer.push_back(peer + stagingOffset);
 }
 
+void PeerGroup::UnmapPeers() {
+  if (unmapped_) return;
+  unmapped_ = true;
+  GRADAGG_CUDA_CHECK(cudaDeviceSynchronize());  // our own kernels may still touch peer memory
+  for (const Registration& registration : registrations_) Unmap(registration);
+  Unmap(scratch_);
+  registrations_.clear();
+}
+
 PeerGroup::~PeerGroup() {
-  // Our own work first, then the mappings close; the members free this rank's memory (CUDA frees an allocation
-  // once no process maps it).
-  cudaDeviceSynchronize();
   try {
-    for (const Registration& registration : registrations_) Unmap(registration);
-    Unmap(scratch_);
+    UnmapPeers();
   } catch (...) {  // a destructor never throws; the process is going away or the GPU already failed
   }
+  // The members free this rank's memory now.
 }
 
 std::vector<char> PeerGroup::AllGatherRecord(const void* record, size_t bytes) const {

@@ -55,6 +55,8 @@ class PeerGroup {
   // Collective over the group: `names[p]` says who local rank p is in messages ("rank 5 on node-a"). Uses the
   // current device.
   PeerGroup(int rank, std::vector<std::string> names, GroupAllGather allGather, PeerGroupConfig config);
+  // Frees this rank's peer memory. Destroy a group only once every peer has unmapped it (UnmapPeers, then a
+  // barrier: GpuNode does this): CUDA IPC breaks later exports of memory freed while another process maps it.
   ~PeerGroup();
   PeerGroup(const PeerGroup&) = delete;
   PeerGroup& operator=(const PeerGroup&) = delete;
@@ -81,6 +83,9 @@ class PeerGroup {
   // Every rank's stripe lands at its shard of `output` on every rank. Both buffers registered.
   void AllGather(const void* stripe, const std::vector<ElementRange>& shards, void* output, ElementType type,
                  cudaStream_t stream);
+
+  // Closes this rank's mappings of its peers' memory (waits for its own work first); no call may follow.
+  void UnmapPeers();
 
   // Throws PeerGroupError naming the peer if a barrier of an earlier call failed (a peer never arrived, or called with
   // another size or operation). Reads host memory only: synchronise the stream first to cover the last call.
@@ -144,6 +149,7 @@ class PeerGroup {
   std::unique_ptr<BarrierStatus, CudaFreeHost> status_;  // pinned, mapped
   BarrierStatus* statusOnDevice_ = nullptr;
   uint64_t calls_ = 0;
+  bool unmapped_ = false;
   uint64_t signature_ = 0;
 };
 

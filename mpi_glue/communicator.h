@@ -19,6 +19,13 @@ class Communicator {
   int rank() const;
   int size() const;
 
+  // Gives up ownership: the communicator is never freed (for one a pending operation may still use).
+  MPI_Comm Release() noexcept {
+    const MPI_Comm comm = comm_;
+    comm_ = MPI_COMM_NULL;
+    return comm;
+  }
+
   static Communicator Duplicate(MPI_Comm comm);
   Communicator Split(int color, int key) const;
 

@@ -117,8 +117,9 @@ GpuNode::~GpuNode() {
   if (pinned_ != nullptr) cudaFreeHost(pinned_);
   if (!peers_) return;
   // Every rank unmaps its peers' memory, and only then frees its own: CUDA IPC breaks later exports of memory
-  // freed while another process still maps it (seen on H200s). The barrier has a deadline, so a rank that never
-  // gets here (an exception on one rank only) costs a leak and a warning, not a hang.
+  // freed while another process still maps it (seen on H200s). A peer may arrive late by up to a kernel's timeout
+  // (it was waiting in a failed call), so the barrier waits twice that and more; a rank that never comes (an
+  // exception on one rank only) then costs a leak and a warning, not a hang.
   try {
     peers_->UnmapPeers();
   } catch (...) {  // a destructor never throws: the GPU already failed; free what we can
@@ -130,15 +131,16 @@ GpuNode::~GpuNode() {
   int done = 0;
   if (MPI_Ibarrier(node_.get(), &request) == MPI_SUCCESS) {
     const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::duration<double>(config_.group.timeoutSeconds);
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(2 * config_.group.timeoutSeconds + 10);
     while (MPI_Test(&request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done &&
            std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   if (done) return;  // peers_ frees the memory
-  std::cerr << "gradagg: warning: not every local rank closed its node group within " << config_.group.timeoutSeconds
-            << " s (" << RankAndHost() << "); its GPU memory stays allocated until the process ends\n";
-  peers_.release();  // NOLINT(bugprone-unused-return-value): leaked on purpose, see above
+  std::cerr << "gradagg: warning: not every local rank closed its node group in time (" << RankAndHost()
+            << "); its GPU memory stays allocated until the process ends\n";
+  peers_.release();  // leaked on purpose, see above
+  node_.Release();   // the abandoned barrier still refers to it
 }
 
 void GpuNode::Register(void* buffer, size_t bytes) {

@@ -6,6 +6,7 @@
 
 #include "aggregator/call_agreement.h"
 #include "aggregator/cross_node_phase.h"
+#include "aggregator/device_path.h"
 #include "aggregator/partition.h"
 #include "aggregator/stopwatch.h"
 #include "mpi_glue/agreement.h"
@@ -56,6 +57,7 @@ struct Aggregator::Impl {
   NodeTopology topology;
   std::unique_ptr<IntraNodePhase> intraNode;
   std::unique_ptr<CrossNodePhase> crossNode;  // only with more than one node
+  std::unique_ptr<DevicePath> device;         // from the first device call on
   bool shaped = false;
   size_t length = 0;
   std::vector<ElementRange> shards;
@@ -69,6 +71,9 @@ struct Aggregator::Impl {
     shards = SplitIntoBucketRuns(elements, options.bucketSize, static_cast<size_t>(topology.ranksPerNode()));
     stripe.assign(shards[static_cast<size_t>(topology.localRank())].count, 0.0f);
   }
+
+  // With traceLevel >= 2: one line of the last call's phase times.
+  void TraceCall(size_t elements) const;
 
   // Phase 2 on `values`, with its byte counts recorded.
   void AggregateAcrossNodes(float* values, size_t count, PhaseTimes* times) {
@@ -121,7 +126,7 @@ void Aggregator::AggregateGradients(const std::vector<GradientBuffer>& gradients
   } catch (const std::invalid_argument& error) {
     problem = error.what();
   }
-  const bool contributes = AgreeOnCall(self.topology.world(), flat.size(), header, problem);
+  const bool contributes = AgreeOnCall(self.topology.world(), flat.size(), header, problem, CallMemory::kHost);
   if (!contributes) flat.Zero();
   if (timing) times.agreement = clock.Lap();
 
@@ -150,19 +155,50 @@ void Aggregator::AggregateGradients(const std::vector<GradientBuffer>& gradients
   }
   times.total = totalClock.Lap();
   self.stats.times = times;
+  self.TraceCall(flat.size());
+}
 
-  if (self.options.traceLevel >= 2) {
+std::string Aggregator::InitializeDevice() {
+  if (!impl_->device) impl_->device = MakeDevicePath(impl_->topology, impl_->options);
+  return impl_->device->Describe();
+}
+
+void Aggregator::AggregateGradients(const std::vector<DeviceGradient>& gradients, CudaStream stream,
+                                    GradientHeader* header) {
+  Impl& self = *impl_;
+  Stopwatch totalClock;
+  Stopwatch clock;
+
+  // 0. Every rank checks its tensors; all ranks agree on sizes, on device memory, and sum the header.
+  size_t elements = 0;
+  for (const DeviceGradient& tensor : gradients) elements += tensor.count;
+  const std::string problem = DeviceGradientProblem(gradients, self.device ? self.device->device() : -1);
+  const bool contributes = AgreeOnCall(self.topology.world(), elements, header, problem, CallMemory::kDevice);
+  const double agreement = clock.Lap();
+  if (!self.device) self.device = MakeDevicePath(self.topology, self.options);
+
+  self.stats = AggregationStats();
+  self.device->Aggregate(gradients, elements, contributes, stream, self.stats);
+  if (self.options.timing) self.stats.times.agreement = agreement;
+  self.stats.times.total = totalClock.Lap();
+  self.TraceCall(elements);
+}
+
+void Aggregator::Impl::TraceCall(size_t elements) const {
+  if (options.traceLevel >= 2) {
+    const PhaseTimes& times = stats.times;
     std::fprintf(stderr,
                  "# gradagg rank %d: %zu elements, total %.1f us (agreement %.1f, reduce-scatter %.1f, quantize %.1f, "
                  "exchange %.1f, decode %.1f, all-gather %.1f), %zu bytes across nodes\n",
-                 self.topology.rank(), flat.size(), times.total * 1e6, times.agreement * 1e6, times.reduceScatter * 1e6,
+                 topology.rank(), elements, times.total * 1e6, times.agreement * 1e6, times.reduceScatter * 1e6,
                  times.quantize * 1e6, times.exchange * 1e6, times.decode * 1e6, times.allGather * 1e6,
-                 self.stats.interNodeBytesSent);
+                 stats.interNodeBytesSent);
   }
 }
 
 void Aggregator::ResetResiduals() {
   if (impl_->crossNode) impl_->crossNode->ResetResiduals();
+  if (impl_->device) impl_->device->ResetResiduals();
 }
 
 const AggregationStats& Aggregator::LastStats() const { return impl_->stats; }

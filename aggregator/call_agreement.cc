@@ -16,6 +16,7 @@ namespace {
 enum Field : size_t {
   kProblem,
   kElements,
+  kMemory,
   kHasHeader,
   kEvalCount,
   kSamples,
@@ -58,7 +59,8 @@ void RequireSame(const std::vector<uint64_t>& records, int size, Field field, co
 
 }  // namespace
 
-bool AgreeOnCall(MPI_Comm world, size_t elements, GradientHeader* header, const std::string& localProblem) {
+bool AgreeOnCall(MPI_Comm world, size_t elements, GradientHeader* header, const std::string& localProblem,
+                 CallMemory memory) {
   int rank = 0;
   int size = 1;
   GRADAGG_MPI_CHECK(MPI_Comm_rank(world, &rank));
@@ -67,6 +69,7 @@ bool AgreeOnCall(MPI_Comm world, size_t elements, GradientHeader* header, const 
   std::vector<uint64_t> mine(kFieldCount, 0);
   mine[kProblem] = localProblem.empty() ? 0 : 1;
   mine[kElements] = elements;
+  mine[kMemory] = static_cast<uint64_t>(memory);
   if (header != nullptr) {
     mine[kHasHeader] = 1;
     mine[kEvalCount] = header->evalErrors.size();
@@ -80,6 +83,7 @@ bool AgreeOnCall(MPI_Comm world, size_t elements, GradientHeader* header, const 
       throw UsageError("AggregateGradients: " + AgreeOnProblem(world, localProblem));
     }
   }
+  RequireSame(records, size, kMemory, "where the gradients live (0: host memory, 1: GPU memory)", rank);
   RequireSame(records, size, kElements, "the number of gradient elements", rank);
   RequireSame(records, size, kHasHeader, "whether a header is passed (1) or not (0)", rank);
   RequireSame(records, size, kEvalCount, "the number of evalErrors entries in the header", rank);

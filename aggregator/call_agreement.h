@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "gradagg/gradient_header.h"
@@ -15,6 +16,10 @@ namespace gradagg {
 // Collective over `world`. `localProblem` is what this rank found wrong with its own arguments ("" if nothing); any
 // rank's problem is thrown on every rank. Sums `header` (when not null) over all ranks in rank order, in place, so
 // every rank gets the same bits. Returns whether this rank's gradients count: false when numSamples == 0.
-bool AgreeOnCall(MPI_Comm world, size_t elements, GradientHeader* header, const std::string& localProblem);
+// Ranks must also agree on where the gradients live.
+enum class CallMemory : uint64_t { kHost = 0, kDevice = 1 };
+
+bool AgreeOnCall(MPI_Comm world, size_t elements, GradientHeader* header, const std::string& localProblem,
+                 CallMemory memory);
 
 }  // namespace gradagg

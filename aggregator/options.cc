@@ -34,6 +34,14 @@ bool ParseSwitch(const char* name, const char* text) {
 
 const char* OnOff(bool value) { return value ? "on" : "off"; }
 
+MpiTransport ParseTransport(const char* text) {
+  const std::string value(text);
+  if (value == "auto") return MpiTransport::kAuto;
+  if (value == "on" || value == "1" || value == "yes" || value == "true") return MpiTransport::kCudaAware;
+  if (value == "off" || value == "0" || value == "no" || value == "false") return MpiTransport::kStaged;
+  throw UsageError(std::string("GRADAGG_CUDA_AWARE_MPI=") + text + " is not one of auto, on, off");
+}
+
 }  // namespace
 
 AggregatorOptions ApplyEnvironment(AggregatorOptions options) {
@@ -55,6 +63,12 @@ AggregatorOptions ApplyEnvironment(AggregatorOptions options) {
   if (const char* text = Lookup("GRADAGG_RANKS_PER_NODE")) {
     options.ranksPerNode = static_cast<int>(ParseInteger("GRADAGG_RANKS_PER_NODE", text));
   }
+  if (const char* text = Lookup("GRADAGG_CUDA_AWARE_MPI")) options.transport = ParseTransport(text);
+  if (const char* text = Lookup("GRADAGG_STAGING_CHUNK")) {
+    const long long bytes = ParseInteger("GRADAGG_STAGING_CHUNK", text);
+    if (bytes <= 0) throw UsageError(std::string("GRADAGG_STAGING_CHUNK=") + text + " must be positive");
+    options.stagingChunkBytes = static_cast<size_t>(bytes);
+  }
   if (const char* text = Lookup("GRADAGG_TIMING")) options.timing = ParseSwitch("GRADAGG_TIMING", text);
   if (const char* text = Lookup("GRADAGG_TRACE")) {
     options.traceLevel = static_cast<int>(ParseInteger("GRADAGG_TRACE", text));
@@ -74,7 +88,23 @@ void Validate(const AggregatorOptions& options) {
     throw UsageError("ranks per node must be 0 (one node per host) or positive, not " +
                      std::to_string(options.ranksPerNode));
   }
+  if (options.stagingChunkBytes < kMinStagingChunkBytes) {
+    throw UsageError("staging chunk must be at least " + std::to_string(kMinStagingChunkBytes) + " bytes, not " +
+                     std::to_string(options.stagingChunkBytes));
+  }
   if (options.traceLevel < 0) throw UsageError("trace level must be >= 0, not " + std::to_string(options.traceLevel));
+}
+
+const char* ToString(MpiTransport transport) {
+  switch (transport) {
+    case MpiTransport::kCudaAware:
+      return "on";
+    case MpiTransport::kStaged:
+      return "off";
+    case MpiTransport::kAuto:
+      break;
+  }
+  return "auto";
 }
 
 std::string Describe(const AggregatorOptions& options) {
@@ -82,7 +112,8 @@ std::string Describe(const AggregatorOptions& options) {
          " error_feedback=" + OnOff(options.errorFeedback) + " threshold=" + (options.meanThreshold ? "mean" : "zero") +
          " quantize_own_stripe=" + OnOff(options.quantizeOwnStripe) +
          " ranks_per_node=" + (options.ranksPerNode == 0 ? std::string("host") : std::to_string(options.ranksPerNode)) +
-         " timing=" + OnOff(options.timing) + " trace=" + std::to_string(options.traceLevel);
+         " cuda_aware_mpi=" + ToString(options.transport) +
+         " staging_chunk=" + std::to_string(options.stagingChunkBytes) + " timing=" + OnOff(options.timing) + " trace=" + std::to_string(options.traceLevel);
 }
 
 }  // namespace gradagg

@@ -169,28 +169,62 @@ void GpuNode::AllReduce(const void* input, void* output, size_t count, ElementTy
   }
 }
 
+float* GpuNode::Pinned(size_t count) {
+  if (count > pinnedElements_) {
+    if (pinned_ != nullptr) GRADAGG_CUDA_CHECK(cudaFreeHost(pinned_));
+    pinned_ = nullptr;
+    pinnedElements_ = 0;
+    GRADAGG_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned_), count * sizeof(float)));
+    pinnedElements_ = count;
+  }
+  return pinned_;
+}
+
+void GpuNode::ReduceScatter(const float* input, const std::vector<ElementRange>& shards, float* stripe,
+                            cudaStream_t stream) {
+  if (fullyConnected()) return peers_->ReduceScatter(input, shards, stripe, ElementType::kFloat32, stream);
+  const size_t count = shards.empty() ? 0 : shards.back().end();
+  float* host = Pinned(count);
+  GRADAGG_CUDA_CHECK(cudaMemcpyAsync(host, input, count * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> hostStripe(shards[localRank()].count);
+  hostTwin_->ReduceScatter(FlatBuffers({FloatSpan{host, count}}), shards, hostStripe.data());
+  GRADAGG_CUDA_CHECK(cudaMemcpyAsync(stripe, hostStripe.data(), hostStripe.size() * sizeof(float),
+                                     cudaMemcpyHostToDevice, stream));
+  GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void GpuNode::AllGather(const float* stripe, const std::vector<ElementRange>& shards, float* output,
+                        cudaStream_t stream) {
+  if (fullyConnected()) return peers_->AllGather(stripe, shards, output, ElementType::kFloat32, stream);
+  const size_t count = shards.empty() ? 0 : shards.back().end();
+  float* host = Pinned(count);
+  std::vector<float> hostStripe(shards[localRank()].count);
+  GRADAGG_CUDA_CHECK(cudaMemcpyAsync(hostStripe.data(), stripe, hostStripe.size() * sizeof(float),
+                                     cudaMemcpyDeviceToHost, stream));
+  GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  hostTwin_->AllGather(hostStripe.data(), shards, FlatBuffers({FloatSpan{host, count}}));
+  GRADAGG_CUDA_CHECK(cudaMemcpyAsync(output, host, count * sizeof(float), cudaMemcpyHostToDevice, stream));
+  GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
 void GpuNode::AllReduceThroughHost(const void* input, void* output, size_t count, ElementType type,
                                    cudaStream_t stream) {
   if (type != ElementType::kFloat32)
     throw UsageError(std::string("a node that is not one fully connected group reduces float32 only, not ") +
                      ToString(type) + " (" + RankAndHost() + ")");
-  if (count > pinnedElements_) {
-    if (pinned_ != nullptr) GRADAGG_CUDA_CHECK(cudaFreeHost(pinned_));
-    pinned_ = nullptr;
-    GRADAGG_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned_), count * sizeof(float)));
-    pinnedElements_ = count;
-  }
-  GRADAGG_CUDA_CHECK(cudaMemcpyAsync(pinned_, input, count * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  float* host = Pinned(count);
+  GRADAGG_CUDA_CHECK(cudaMemcpyAsync(host, input, count * sizeof(float), cudaMemcpyDeviceToHost, stream));
   GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
   // Shards as equal as CNTK's rule makes them; the host twin sums each in local-rank order.
   const size_t ranks = static_cast<size_t>(localRanks()), base = count / ranks, extra = count % ranks;
   std::vector<ElementRange> shards;
   for (size_t r = 0; r < ranks; ++r) shards.push_back({r * base + std::min(r, extra), base + (r < extra ? 1 : 0)});
-  const FlatBuffers gradient({FloatSpan{pinned_, count}});
+  const FlatBuffers gradient({FloatSpan{host, count}});
   std::vector<float> stripe(shards[localRank()].count);
   hostTwin_->ReduceScatter(gradient, shards, stripe.data());
   hostTwin_->AllGather(stripe.data(), shards, gradient);
-  GRADAGG_CUDA_CHECK(cudaMemcpyAsync(output, pinned_, count * sizeof(float), cudaMemcpyHostToDevice, stream));
+  GRADAGG_CUDA_CHECK(cudaMemcpyAsync(output, host, count * sizeof(float), cudaMemcpyHostToDevice, stream));
   GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 

@@ -60,11 +60,17 @@ class GpuNode {
   // the node is one group; across groups (float32 only) it synchronises `stream` and stages through host memory.
   void AllReduce(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
 
+  // Phases 1 and 3 on float32 device buffers (see PeerGroup::ReduceScatter and AllGather), registered when the node
+  // is one group; across groups they stage through host memory and synchronise `stream`.
+  void ReduceScatter(const float* input, const std::vector<ElementRange>& shards, float* stripe, cudaStream_t stream);
+  void AllGather(const float* stripe, const std::vector<ElementRange>& shards, float* output, cudaStream_t stream);
+
   // Throws PeerGroupError naming the peer if a barrier of an earlier call failed (see PeerGroup::ThrowIfFailed).
   void ThrowIfFailed() const;
 
  private:
   void AllReduceThroughHost(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
+  float* Pinned(size_t count);  // at least `count` floats of pinned host memory, kept
 
   GpuNodeConfig config_;
   Communicator node_;

@@ -2,6 +2,7 @@
 //
 //   gradagg::Aggregator agg(MPI_COMM_WORLD, options);
 //   agg.AggregateGradients(buffers, &header);   // in place; every rank ends with bitwise the same sum
+//   agg.AggregateGradients(deviceTensors, stream, &header);   // the same on GPUs (one GPU per rank)
 //
 // Three phases (DESIGN.md): an intra-node reduce-scatter through shared memory, a 1-bit-SGD-style quantized
 // exchange across nodes with error feedback, and an intra-node all-gather. On one node the result is the exact
@@ -15,6 +16,7 @@
 #include <memory>
 #include <vector>
 
+#include "gradagg/device_gradient.h"
 #include "gradagg/errors.h"
 #include "gradagg/gradient_header.h"
 #include "gradagg/options.h"
@@ -56,6 +58,18 @@ class Aggregator {
   // numSamples == 0 contributes zero gradients.
   void AggregateGradients(const std::vector<GradientBuffer>& gradients, GradientHeader* header = nullptr);
   void AggregateGradients(float* gradient, size_t count, GradientHeader* header = nullptr);
+
+  // Collective, on GPUs: the tensors (device memory of this rank's current GPU, which must stay the same GPU for the
+  // Aggregator's life; float32, bfloat16 or float16, mixed as you like) form one flat gradient, in order. The work is
+  // queued on `stream` after what is already there; the call returns once the aggregate is in place. Ranks of one
+  // node must use distinct GPUs. Results are bitwise the same as the CPU path's on the same float32 values (sums in
+  // float32; bfloat16 and float16 results rounded to nearest even). Throws UsageError on every rank for bad input.
+  void AggregateGradients(const std::vector<DeviceGradient>& gradients, CudaStream stream,
+                          GradientHeader* header = nullptr);
+
+  // Collective: sets up the GPU path now (otherwise the first device call does) and says what it chose: the GPU,
+  // the NVLink groups of the node and the inter-node transport (CUDA-aware or staged) with the reason.
+  std::string InitializeDevice();
 
   // Forget the quantization error carried between calls (error feedback). Local; call it on every rank.
   void ResetResiduals();

@@ -5,7 +5,11 @@
 #include <cstddef>
 #include <string>
 
+#include "gradagg/device_gradient.h"
+
 namespace gradagg {
+
+inline constexpr size_t kMinStagingChunkBytes = 4096;
 
 struct AggregatorOptions {
   int bits = 1;                   // GRADAGG_BITS: 1, 2, 4, 8 bits per element across nodes; 32 sends raw floats
@@ -14,6 +18,8 @@ struct AggregatorOptions {
   bool meanThreshold = false;     // GRADAGG_MEAN_THRESHOLD: 1-bit threshold at the bucket mean instead of zero
   bool quantizeOwnStripe = true;  // GRADAGG_QUANTIZE_OWN_STRIPE: an owner quantizes its own part too (CNTK default)
   int ranksPerNode = 0;           // GRADAGG_RANKS_PER_NODE: 0 = one node per host; N = emulate nodes of N ranks
+  MpiTransport transport = MpiTransport::kAuto;  // GRADAGG_CUDA_AWARE_MPI: auto, on (CUDA-aware) or off (staged)
+  size_t stagingChunkBytes = 4 << 20;  // GRADAGG_STAGING_CHUNK: staged transport pipelines messages in chunks of this
   bool timing = false;            // GRADAGG_TIMING: measure per-phase times (LastStats)
   int traceLevel = 0;             // GRADAGG_TRACE: 0 quiet, 1 configuration at start, 2 per-call phase times
 };
@@ -25,6 +31,8 @@ AggregatorOptions ApplyEnvironment(AggregatorOptions options);
 void Validate(const AggregatorOptions& options);
 
 // One line: "bits=1 bucket=512 error_feedback=on threshold=zero quantize_own_stripe=on ...".
+// "auto", "on" or "off".
+const char* ToString(MpiTransport transport);
 std::string Describe(const AggregatorOptions& options);
 
 }  // namespace gradagg

@@ -1,0 +1,283 @@
+// The three phases on GPUs, composed (DESIGN.md):
+//
+//   0. gather the caller's tensors into one float32 flat buffer (registered for peer access), or zeros;
+//   1. intra-node reduce-scatter over NVLink: local rank l gets stripe l, summed in local-rank order;
+//   2. the quantized exchange of the stripe across nodes (DeviceCrossNodePhase);
+//   3. intra-node all-gather over NVLink into the flat buffer;
+//   4. scatter the flat buffer back into the caller's tensors, rounded to their types.
+//
+// One rank per node: the stripe is the flat buffer. One node: phase 2 is skipped.
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "aggregator/cuda/device_cross_node_phase.h"
+#include "aggregator/cuda/stripe_kernels.h"
+#include "aggregator/device_path.h"
+#include "aggregator/partition.h"
+#include "aggregator/stopwatch.h"
+#include "mpi_glue/agreement.h"
+#include "mpi_glue/cuda/device_exchange.h"
+#include "mpi_glue/cuda_support.h"
+#include "mpi_glue/mpi_error.h"
+#include "nvlink/cuda/ipc_memory.h"
+#include "nvlink/gpu_node.h"
+#include "quantize/cuda/cuda_error.h"
+#include "quantize/cuda/device_memory.h"
+
+namespace gradagg {
+namespace {
+
+ElementType ElementTypeOf(DataType type) {
+  switch (type) {
+    case DataType::kBFloat16:
+      return ElementType::kBFloat16;
+    case DataType::kFloat16:
+      return ElementType::kFloat16;
+    case DataType::kFloat32:
+      break;
+  }
+  return ElementType::kFloat32;
+}
+
+bool IsKnown(DataType type) {
+  return type == DataType::kFloat32 || type == DataType::kBFloat16 || type == DataType::kFloat16;
+}
+
+std::string Hex(const void* pointer) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%p", pointer);
+  return text;
+}
+
+// The transport phase 2 uses on this rank, and why.
+struct TransportChoice {
+  bool cudaAware = false;
+  std::string why;
+};
+
+TransportChoice ChooseTransport(MpiTransport requested) {
+  const MpiCudaSupport support = QueryMpiCudaSupport();
+  switch (requested) {
+    case MpiTransport::kCudaAware:
+      return {true, "forced on; " + support.how};
+    case MpiTransport::kStaged:
+      return {false, "forced off; " + support.how};
+    case MpiTransport::kAuto:
+      break;
+  }
+  return {support.cudaAware, "auto: " + support.how};
+}
+
+class GpuPath final : public DevicePath {
+ public:
+  GpuPath(const NodeTopology& topology, const AggregatorOptions& options);
+  ~GpuPath() override { ReleaseBuffers(); }
+
+  void Aggregate(const std::vector<DeviceGradient>& gradients, size_t elements, bool contributes, CudaStream stream,
+                 AggregationStats& stats) override;
+  void ResetResiduals() override {
+    if (cross_) cross_->ResetResiduals();
+  }
+  int device() const override { return device_; }
+  std::string Describe() const override;
+
+ private:
+  void Reshape(size_t elements);
+  void ReleaseBuffers() noexcept;
+  // With timing on: waits for the stream, then returns the seconds since the last lap.
+  double Lap(cudaStream_t stream, Stopwatch& clock) const {
+    if (!options_.timing) return 0.0;
+    GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return clock.Lap();
+  }
+
+  AggregatorOptions options_;
+  int device_ = 0;
+  int localRank_ = 0;
+  int ranksPerNode_ = 1;
+  int nodes_ = 1;
+  TransportChoice transport_;
+  std::unique_ptr<GpuNode> node_;                // more than one rank per node
+  std::unique_ptr<DeviceCrossNodePhase> cross_;  // more than one node
+
+  bool shaped_ = false;
+  size_t elements_ = 0;
+  std::vector<ElementRange> shards_;
+  DeviceBuffer flat_;    // float32, registered with the node
+  DeviceBuffer stripe_;  // float32, registered with the node
+};
+
+GpuPath::GpuPath(const NodeTopology& topology, const AggregatorOptions& options)
+    : options_(options),
+      localRank_(topology.localRank()),
+      ranksPerNode_(topology.ranksPerNode()),
+      nodes_(topology.nodeCount()) {
+  GRADAGG_CUDA_CHECK(cudaGetDevice(&device_));
+  if (ranksPerNode_ > 1) {
+    GpuNodeConfig config = GpuNodeConfigFromEnvironment();
+    config.traceLevel = std::max(config.traceLevel, options.traceLevel);
+    node_ = std::make_unique<GpuNode>(topology.node(), config);
+  }
+  if (nodes_ > 1) {
+    transport_ = ChooseTransport(options.transport);
+    if (topology.rank() == 0 && options.transport == MpiTransport::kCudaAware &&
+        !QueryMpiCudaSupport().cudaAware) {
+      std::fprintf(stderr, "gradagg: warning: CUDA-aware MPI forced on, but %s\n", QueryMpiCudaSupport().how.c_str());
+    }
+    cross_ = std::make_unique<DeviceCrossNodePhase>(
+        topology.cross(), options, MakeDeviceExchange(transport_.cudaAware, options.stagingChunkBytes));
+  }
+}
+
+std::string GpuPath::Describe() const {
+  std::string text = "GPU " + std::to_string(device_);
+  if (node_) {
+    text += node_->fullyConnected() ? "; node: one NVLink group of " + std::to_string(node_->localRanks())
+                                    : "; node: " + std::to_string(node_->groups().size()) +
+                                          " groups without full peer access, reduced through host memory";
+  }
+  text += nodes_ > 1 ? std::string("; inter-node transport: ") + cross_->transport() + " (" + transport_.why + ")"
+                     : "; one node: no inter-node phase";
+  return text;
+}
+
+void GpuPath::ReleaseBuffers() noexcept {
+  if (!node_) return;
+  try {
+    if (flat_.get() != nullptr) node_->Deregister(flat_.get());
+    if (stripe_.get() != nullptr) node_->Deregister(stripe_.get());
+  } catch (...) {  // a destructor never throws; GpuNode's own shutdown reports a broken node
+  }
+}
+
+void GpuPath::Reshape(size_t elements) {
+  if (shaped_ && elements == elements_) return;
+  shards_ = SplitIntoBucketRuns(elements, options_.bucketSize, static_cast<size_t>(ranksPerNode_));
+  size_t largestShard = 0;
+  for (const ElementRange& shard : shards_) largestShard = std::max(largestShard, shard.count);
+  // Buffers only grow, and every rank decides alike (from the agreed size), so Register stays collective.
+  constexpr size_t kMinBytes = 256;
+  const size_t flatBytes = std::max(kMinBytes, elements * sizeof(float));
+  const size_t stripeBytes = ranksPerNode_ > 1 ? std::max(kMinBytes, largestShard * sizeof(float)) : 0;
+  if (flatBytes > flat_.bytes() || stripeBytes > stripe_.bytes()) {
+    ReleaseBuffers();
+    flat_ = DeviceBuffer();
+    stripe_ = DeviceBuffer();
+    flat_ = DeviceBuffer(flatBytes);
+    if (stripeBytes > 0) stripe_ = DeviceBuffer(stripeBytes);
+    if (node_) {
+      node_->Register(flat_.get(), flat_.bytes());
+      node_->Register(stripe_.get(), stripe_.bytes());
+    }
+  }
+  shaped_ = true;
+  elements_ = elements;
+}
+
+void GpuPath::Aggregate(const std::vector<DeviceGradient>& gradients, size_t elements, bool contributes,
+                        CudaStream stream, AggregationStats& stats) {
+  PhaseTimes& times = stats.times;
+  if (elements == 0) return;
+  Reshape(elements);
+  Stopwatch clock;
+  float* flat = flat_.as<float>();
+
+  // 0. The caller's tensors, as float32, end to end.
+  if (contributes) {
+    size_t offset = 0;
+    for (const DeviceGradient& tensor : gradients) {
+      ConvertToFloat32(tensor.data, ElementTypeOf(tensor.type), tensor.count, flat + offset, stream);
+      offset += tensor.count;
+    }
+  } else {
+    GRADAGG_CUDA_CHECK(cudaMemsetAsync(flat, 0, elements * sizeof(float), stream));
+  }
+
+  // 1. Intra-node reduce-scatter.
+  const ElementRange mine = shards_[static_cast<size_t>(localRank_)];
+  float* stripe = flat;
+  if (node_) {
+    stripe = stripe_.as<float>();
+    node_->ReduceScatter(flat, shards_, stripe, stream);
+  }
+  times.reduceScatter = Lap(stream, clock);
+
+  // 2. Inter-node quantized exchange of the stripe (returns with the stream idle).
+  if (cross_) {
+    cross_->Aggregate(stripe, mine.count, stream, options_.timing ? &times : nullptr);
+    stats.interNodeBytesSent = cross_->lastBytesSent();
+    stats.interNodeFloatBytes = cross_->lastFloatBytes();
+    clock.Lap();
+  }
+
+  // 3. Intra-node all-gather, then 4. back into the caller's tensors.
+  if (node_) node_->AllGather(stripe, shards_, flat, stream);
+  size_t offset = 0;
+  for (const DeviceGradient& tensor : gradients) {
+    ConvertFromFloat32(flat + offset, tensor.count, tensor.data, ElementTypeOf(tensor.type), stream);
+    offset += tensor.count;
+  }
+  GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  times.allGather = options_.timing ? clock.Lap() : 0.0;
+  if (node_) node_->ThrowIfFailed();
+}
+
+}  // namespace
+
+std::string DeviceGradientProblem(const std::vector<DeviceGradient>& gradients, int device) {
+  int current = -1;
+  if (const cudaError_t status = cudaGetDevice(&current); status != cudaSuccess) {
+    cudaGetLastError();
+    return std::string("no usable GPU for device gradients: ") + cudaGetErrorString(status);
+  }
+  if (device >= 0 && current != device) {
+    return "the current GPU is " + std::to_string(current) + ", but this Aggregator works on GPU " +
+           std::to_string(device) + " (its GPU when first called with device gradients); keep one GPU per rank";
+  }
+  for (size_t i = 0; i < gradients.size(); ++i) {
+    const DeviceGradient& tensor = gradients[i];
+    const std::string which = "device gradient " + std::to_string(i);
+    if (!IsKnown(tensor.type)) return which + " has an unknown DataType " + std::to_string(static_cast<int>(tensor.type));
+    if (tensor.count == 0) continue;
+    if (tensor.data == nullptr) return which + " is null with count " + std::to_string(tensor.count);
+    const size_t elementBytes = ElementBytes(ElementTypeOf(tensor.type));
+    if (reinterpret_cast<uintptr_t>(tensor.data) % elementBytes != 0)
+      return which + " at " + Hex(tensor.data) + " is not aligned to its " + std::to_string(elementBytes) +
+             "-byte elements";
+    cudaPointerAttributes attributes{};
+    if (cudaPointerGetAttributes(&attributes, tensor.data) != cudaSuccess ||
+        (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged)) {
+      cudaGetLastError();
+      return which + " at " + Hex(tensor.data) + " is not device memory";
+    }
+    if (attributes.type == cudaMemoryTypeDevice && attributes.device != current)
+      return which + " lives on GPU " + std::to_string(attributes.device) + ", but this rank's current GPU is " +
+             std::to_string(current);
+    try {
+      const nvlink::AllocationIdentity allocation = nvlink::IdentifyAllocation(tensor.data);
+      const uintptr_t end = reinterpret_cast<uintptr_t>(tensor.data) + tensor.count * elementBytes;
+      if (end > allocation.base + allocation.bytes)
+        return which + " (" + std::to_string(tensor.count) + " elements at " + Hex(tensor.data) + ") runs " +
+               std::to_string(end - allocation.base - allocation.bytes) + " bytes past the end of its allocation";
+    } catch (const CudaError& error) {
+      cudaGetLastError();
+      return which + " at " + Hex(tensor.data) + ": its allocation is unknown to CUDA (" + error.what() + ")";
+    }
+  }
+  return "";
+}
+
+std::unique_ptr<DevicePath> MakeDevicePath(const NodeTopology& topology, const AggregatorOptions& options) {
+  const std::string problem = AgreeOnProblem(topology.world(), CudaUnavailableReason());
+  if (!problem.empty()) throw UsageError("device gradients: " + problem);
+  auto path = std::make_unique<GpuPath>(topology, options);
+  if (options.traceLevel >= 1 && topology.rank() == 0)
+    std::fprintf(stderr, "# gradagg: device path: %s\n", path->Describe().c_str());
+  return path;
+}
+
+}  // namespace gradagg

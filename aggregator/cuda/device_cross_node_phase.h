@@ -1,0 +1,67 @@
+// Phase 2 of DESIGN.md on the GPU: the CPU CrossNodePhase's steps, with the CUDA quantizer (the same bytes) and the
+// MPI traffic through a DeviceExchange (CUDA-aware or staged):
+//
+//   1. quantize the stripe (+ residual r1), one run of whole buckets per owning node;
+//   2. send sub-stripe j to node j, receive ours from every node, and sum them in source-node order;
+//   3. re-quantize our sum (+ residual r2);
+//   4. all-gather the quantized sums; every node, the owner too, decodes every one into the stripe.
+//
+// Stream-ordered on the caller's stream; returns with the stream idle.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "gradagg/aggregator.h"
+#include "mpi_glue/cuda/device_exchange.h"
+#include "nvlink/flat_buffers.h"
+#include "quantize/cuda/cuda_quantizer.h"
+#include "quantize/cuda/device_memory.h"
+
+namespace gradagg {
+
+class DeviceCrossNodePhase {
+ public:
+  // `cross` joins one rank per node, ordered by node index; not owned.
+  DeviceCrossNodePhase(MPI_Comm cross, const AggregatorOptions& options, std::unique_ptr<DeviceExchange> exchange);
+
+  // Collective over `cross`: `stripe` (device, float32) of the same length on every node. On return it holds the
+  // aggregate over all nodes, bitwise the same on every node and as the CPU phase computes. `times` may be null.
+  void Aggregate(float* stripe, size_t length, cudaStream_t stream, PhaseTimes* times);
+
+  void ResetResiduals();  // synchronous
+  size_t lastBytesSent() const { return lastBytesSent_; }
+  size_t lastFloatBytes() const { return lastFloatBytes_; }
+  const char* transport() const { return exchange_->name(); }
+
+ private:
+  void Reshape(size_t length);
+
+  MPI_Comm cross_;
+  size_t node_ = 0;
+  size_t nodes_ = 1;
+  CudaQuantizer quantizer_;
+  bool errorFeedback_;
+  bool quantizeOwnStripe_;
+  std::unique_ptr<DeviceExchange> exchange_;
+
+  bool shaped_ = false;
+  size_t length_ = 0;
+  std::vector<ElementRange> subStripes_;  // relative to the stripe, one per node
+  std::vector<size_t> wireOffsets_;       // byte offset of each sub-stripe in the stripe's wire image
+  size_t ownSlotBytes_ = 0;               // received_ slot per node, 16-byte aligned
+  DeviceBuffer stripeResidual_;           // r1, over the stripe
+  DeviceBuffer ownResidual_;              // r2, over the sub-stripe we own
+  DeviceBuffer ownSum_;
+  DeviceBuffer stripeWire_;  // our quantized stripe; then everyone's quantized sums
+  DeviceBuffer ownWire_;     // our quantized sum
+  DeviceBuffer received_;    // one slot per node for the parts of our sub-stripe
+  size_t lastBytesSent_ = 0;
+  size_t lastFloatBytes_ = 0;
+};
+
+}  // namespace gradagg

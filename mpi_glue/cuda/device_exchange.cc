@@ -1,0 +1,213 @@
+#include "mpi_glue/cuda/device_exchange.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "mpi_glue/mpi_error.h"
+#include "quantize/cuda/cuda_error.h"
+#include "quantize/cuda/device_memory.h"
+
+namespace gradagg {
+namespace {
+
+constexpr size_t kMinChunkBytes = 4096;
+
+void CheckShape(MPI_Comm comm, const std::vector<SendBuffer>& sends, const std::vector<ReceiveBuffer>& receives,
+                int& rank, int& size) {
+  GRADAGG_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  GRADAGG_MPI_CHECK(MPI_Comm_size(comm, &size));
+  if (sends.size() != static_cast<size_t>(size) || receives.size() != static_cast<size_t>(size))
+    throw std::invalid_argument("DeviceExchange: need one send and one receive entry per rank");
+}
+
+class CudaAwareExchange final : public DeviceExchange {
+ public:
+  void Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends, const std::vector<ReceiveBuffer>& receives,
+           cudaStream_t stream, const std::function<void(int)>& onReady) override {
+    GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));  // the sends' contents are complete
+    ExchangeInRankOrder(comm, tag, sends, receives, onReady);
+    GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  const char* name() const override { return "CUDA-aware MPI (device buffers)"; }
+};
+
+class StagedExchange final : public DeviceExchange {
+ public:
+  explicit StagedExchange(size_t chunkBytes)
+      : chunkBytes_(std::clamp<size_t>(chunkBytes, kMinChunkBytes, static_cast<size_t>(INT32_MAX))) {}
+  ~StagedExchange() override {
+    for (cudaEvent_t event : events_) cudaEventDestroy(event);
+  }
+
+  void Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends, const std::vector<ReceiveBuffer>& receives,
+           cudaStream_t stream, const std::function<void(int)>& onReady) override;
+  const char* name() const override { return "staged through pinned host memory"; }
+
+ private:
+  struct Chunk {
+    size_t source;  // index into the distinct send buffers
+    size_t offset;  // in the buffer
+    size_t bytes;
+    size_t hostOffset;
+  };
+  struct PendingReceive {
+    int peer;
+    size_t bytes;
+    char* host;
+    char* device;
+  };
+  char* Reserve(size_t bytes);
+  cudaEvent_t Event(size_t index);
+
+  size_t chunkBytes_;
+  std::unique_ptr<char, CudaFreeHost> pinned_;
+  size_t pinnedBytes_ = 0;
+  std::vector<cudaEvent_t> events_;
+};
+
+char* StagedExchange::Reserve(size_t bytes) {
+  if (bytes > pinnedBytes_) {
+    pinned_.reset();
+    pinnedBytes_ = 0;
+    void* memory = nullptr;
+    GRADAGG_CUDA_CHECK(cudaMallocHost(&memory, bytes));
+    pinned_.reset(static_cast<char*>(memory));
+    pinnedBytes_ = bytes;
+  }
+  return pinned_.get();
+}
+
+cudaEvent_t StagedExchange::Event(size_t index) {
+  while (events_.size() <= index) {
+    cudaEvent_t event = nullptr;
+    GRADAGG_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    events_.push_back(event);
+  }
+  return events_[index];
+}
+
+void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends,
+                         const std::vector<ReceiveBuffer>& receives, cudaStream_t stream,
+                         const std::function<void(int)>& onReady) {
+  int rank = 0, size = 0;
+  CheckShape(comm, sends, receives, rank, size);
+
+  // Host layout: each distinct send buffer once (the all-gather sends one buffer to every peer), then the receives.
+  std::vector<SendBuffer> sources;
+  std::vector<size_t> sourceOf(static_cast<size_t>(size), SIZE_MAX);
+  std::vector<size_t> sourceHost;
+  size_t hostBytes = 0;
+  for (int peer = 0; peer < size; ++peer) {
+    const SendBuffer& send = sends[static_cast<size_t>(peer)];
+    if (peer == rank || send.bytes == 0) continue;
+    auto same = std::find_if(sources.begin(), sources.end(),
+                             [&](const SendBuffer& s) { return s.data == send.data && s.bytes == send.bytes; });
+    if (same == sources.end()) {
+      sources.push_back(send);
+      sourceHost.push_back(hostBytes);
+      hostBytes += send.bytes;
+      same = sources.end() - 1;
+    }
+    sourceOf[static_cast<size_t>(peer)] = static_cast<size_t>(same - sources.begin());
+  }
+  std::vector<size_t> receiveHost(static_cast<size_t>(size), 0);
+  for (int peer = 0; peer < size; ++peer) {
+    receiveHost[static_cast<size_t>(peer)] = hostBytes;
+    if (peer != rank) hostBytes += receives[static_cast<size_t>(peer)].bytes;
+  }
+  char* host = Reserve(hostBytes);
+
+  // 1. Device-to-host copies of every send chunk, in order, an event after each.
+  std::vector<Chunk> chunks;
+  for (size_t s = 0; s < sources.size(); ++s) {
+    for (size_t offset = 0; offset < sources[s].bytes; offset += chunkBytes_) {
+      const Chunk chunk{s, offset, std::min(chunkBytes_, sources[s].bytes - offset), sourceHost[s] + offset};
+      GRADAGG_CUDA_CHECK(cudaMemcpyAsync(host + chunk.hostOffset, static_cast<const char*>(sources[s].data) + offset,
+                                         chunk.bytes, cudaMemcpyDeviceToHost, stream));
+      GRADAGG_CUDA_CHECK(cudaEventRecord(Event(chunks.size()), stream));
+      chunks.push_back(chunk);
+    }
+  }
+
+  // 2. Every receive chunk posted into pinned memory (same-tag messages between two ranks match in order).
+  std::vector<MPI_Request> receiveRequests;
+  std::vector<PendingReceive> pending;
+  std::vector<size_t> chunksLeft(static_cast<size_t>(size), 0);
+  for (int peer = 0; peer < size; ++peer) {
+    const ReceiveBuffer& receive = receives[static_cast<size_t>(peer)];
+    if (peer == rank) continue;
+    for (size_t offset = 0; offset < receive.bytes; offset += chunkBytes_) {
+      const size_t bytes = std::min(chunkBytes_, receive.bytes - offset);
+      char* hostChunk = host + receiveHost[static_cast<size_t>(peer)] + offset;
+      pending.push_back({peer, bytes, hostChunk, static_cast<char*>(receive.data) + offset});
+      receiveRequests.emplace_back();
+      ++chunksLeft[static_cast<size_t>(peer)];
+      GRADAGG_MPI_CHECK(
+          MPI_Irecv(hostChunk, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm, &receiveRequests.back()));
+    }
+  }
+
+  // 3. Send chunks as their copies finish; copy arrived chunks back; release peers in rank order.
+  std::vector<MPI_Request> sendRequests;
+  int nextReady = 0;
+  auto releaseReadyPrefix = [&] {
+    while (nextReady < size && chunksLeft[static_cast<size_t>(nextReady)] == 0) onReady(nextReady++);
+  };
+  try {
+    releaseReadyPrefix();
+    size_t nextChunk = 0, arrived = 0;
+    while (nextChunk < chunks.size() || arrived < receiveRequests.size()) {
+      while (nextChunk < chunks.size()) {
+        const cudaError_t status = cudaEventQuery(events_[nextChunk]);
+        if (status == cudaErrorNotReady) break;
+        GRADAGG_CUDA_CHECK(status);
+        const Chunk& chunk = chunks[nextChunk++];
+        for (int peer = 0; peer < size; ++peer) {
+          if (sourceOf[static_cast<size_t>(peer)] != chunk.source) continue;
+          sendRequests.emplace_back();
+          GRADAGG_MPI_CHECK(MPI_Isend(host + chunk.hostOffset, static_cast<int>(chunk.bytes), MPI_BYTE, peer, tag,
+                                      comm, &sendRequests.back()));
+        }
+      }
+      if (arrived == receiveRequests.size()) continue;
+      int index = MPI_UNDEFINED, flag = 0;
+      MPI_Status status;
+      GRADAGG_MPI_CHECK(MPI_Testany(static_cast<int>(receiveRequests.size()), receiveRequests.data(), &index, &flag,
+                                    &status));
+      if (!flag || index == MPI_UNDEFINED) continue;
+      const PendingReceive& chunk = pending[static_cast<size_t>(index)];
+      int count = 0;
+      GRADAGG_MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &count));
+      if (static_cast<size_t>(count) != chunk.bytes)
+        throw std::runtime_error("message from rank " + std::to_string(chunk.peer) + " has " + std::to_string(count) +
+                                 " bytes, expected " + std::to_string(chunk.bytes) + " (" + RankAndHost() + ")");
+      GRADAGG_CUDA_CHECK(cudaMemcpyAsync(chunk.device, chunk.host, chunk.bytes, cudaMemcpyHostToDevice, stream));
+      ++arrived;
+      --chunksLeft[static_cast<size_t>(chunk.peer)];
+      releaseReadyPrefix();
+    }
+    releaseReadyPrefix();
+  } catch (...) {
+    // Nothing may write the pinned pool later: cancel what has not arrived; sends already posted complete in MPI.
+    for (MPI_Request& request : receiveRequests)
+      if (request != MPI_REQUEST_NULL) MPI_Cancel(&request);
+    MPI_Waitall(static_cast<int>(receiveRequests.size()), receiveRequests.data(), MPI_STATUSES_IGNORE);
+    MPI_Waitall(static_cast<int>(sendRequests.size()), sendRequests.data(), MPI_STATUSES_IGNORE);
+    cudaStreamSynchronize(stream);
+    throw;
+  }
+
+  // 4. The pool is reused by the next call: every send and every host-to-device copy must be finished.
+  GRADAGG_MPI_CHECK(MPI_Waitall(static_cast<int>(sendRequests.size()), sendRequests.data(), MPI_STATUSES_IGNORE));
+  GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+}  // namespace
+
+std::unique_ptr<DeviceExchange> MakeDeviceExchange(bool cudaAware, size_t chunkBytes) {
+  if (cudaAware) return std::make_unique<CudaAwareExchange>();
+  return std::make_unique<StagedExchange>(chunkBytes);
+}
+
+}  // namespace gradagg

@@ -1,0 +1,41 @@
+// ExchangeInRankOrder (mpi_glue/ordered_exchange.h) for buffers in device memory, through one of two transports:
+//
+// - CudaAwareExchange: device pointers go straight to MPI_Isend/MPI_Irecv (the MPI must be CUDA-aware);
+// - StagedExchange: through pooled pinned host memory, each message cut into chunks so that the device-to-host
+//   copy of one chunk, the MPI traffic of another and the host-to-device copy of a third overlap:
+//     1. every send's chunks are copied to pinned memory on `stream`, an event after each;
+//     2. every receive's chunks are posted into pinned memory;
+//     3. a polling loop sends each chunk once its event has fired, and copies each arrived chunk back to the device
+//        on `stream`;
+//     4. onReady(p) runs in rank order once p's chunks (and every lower rank's) are queued for the device.
+//
+// Both are stream-ordered around MPI: the sends' contents are whatever `stream` has produced when Run is called,
+// and onReady(p) may enqueue work on `stream` that reads p's receive buffer. Run returns once `stream` is idle.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "mpi_glue/ordered_exchange.h"
+
+namespace gradagg {
+
+class DeviceExchange {
+ public:
+  virtual ~DeviceExchange() = default;
+  // As ExchangeInRankOrder, with every buffer in device memory. A send buffer may serve several peers.
+  virtual void Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends,
+                   const std::vector<ReceiveBuffer>& receives, cudaStream_t stream,
+                   const std::function<void(int)>& onReady) = 0;
+  virtual const char* name() const = 0;
+};
+
+// cudaAware: the CUDA-aware transport; else the staged one with chunks of `chunkBytes` (at least 4 KiB).
+std::unique_ptr<DeviceExchange> MakeDeviceExchange(bool cudaAware, size_t chunkBytes);
+
+}  // namespace gradagg

@@ -8,6 +8,15 @@ namespace gradagg {
 
 bool BuiltWithCuda() { return true; }
 
+int CudaDeviceCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
 std::string DescribeCudaDevices() {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);

@@ -5,6 +5,8 @@ namespace gradagg {
 
 bool BuiltWithCuda() { return false; }
 
+int CudaDeviceCount() { return 0; }
+
 std::string DescribeCudaDevices() { return "gradagg was built without CUDA\n"; }
 
 }  // namespace gradagg

@@ -55,7 +55,7 @@ po::options_description Describe() {
   options.add_options()
       ("help,h", "print this help and exit")
       ("info", "print how gradagg was built and what it finds at run time, and exit")
-      ("device", po::value<std::string>(), "cpu | cuda | auto (default auto: cpu in this version)")
+      ("device", po::value<std::string>(), "cpu | cuda | auto (default auto: cuda when every rank has a GPU and the build has CUDA, else cpu)")
       ("minbytes,b", po::value<std::string>(), "smallest gradient size in bytes, K/M/G suffixes (default 1M)")
       ("maxbytes,e", po::value<std::string>(), "largest gradient size in bytes (default 16M)")
       ("stepfactor,f", po::value<uint64_t>(), "multiply the size by this between runs, >= 2 (default 2)")
@@ -73,6 +73,11 @@ po::options_description Describe() {
       ("mean-threshold", "1-bit threshold at the bucket mean instead of zero (GRADAGG_MEAN_THRESHOLD)")
       ("no-error-feedback", "drop quantization error instead of carrying it over (GRADAGG_ERROR_FEEDBACK=off)")
       ("no-quantize-own-stripe", "an owner adds its own part exactly (GRADAGG_QUANTIZE_OWN_STRIPE=off)")
+      ("cuda-aware-mpi", po::value<std::string>(),
+       "GPU runs: auto | on | off: pass device buffers to MPI (on), stage through pinned host memory (off), or ask "
+       "MPI (default auto; GRADAGG_CUDA_AWARE_MPI)")
+      ("staging-chunk", po::value<std::string>(),
+       "GPU runs, staged transport: pipeline chunk size, K/M suffixes (default 4M; GRADAGG_STAGING_CHUNK)")
       ("trace", po::value<int>(), "0 quiet, 1 configuration, 2 per-call phase times on stderr (GRADAGG_TRACE)");
   // clang-format on
   return options;
@@ -122,6 +127,24 @@ void Apply(const po::variables_map& values, CliOptions& cli) {
   if (values.count("mean-threshold")) options.meanThreshold = true;
   if (values.count("no-error-feedback")) options.errorFeedback = false;
   if (values.count("no-quantize-own-stripe")) options.quantizeOwnStripe = false;
+  if (values.count("cuda-aware-mpi")) {
+    const std::string mode = values["cuda-aware-mpi"].as<std::string>();
+    if (mode == "auto") {
+      options.transport = MpiTransport::kAuto;
+    } else if (mode == "on") {
+      options.transport = MpiTransport::kCudaAware;
+    } else if (mode == "off") {
+      options.transport = MpiTransport::kStaged;
+    } else {
+      throw UsageError("--cuda-aware-mpi must be auto, on or off, not '" + mode + "'");
+    }
+  }
+  if (values.count("staging-chunk")) {
+    const std::string text = values["staging-chunk"].as<std::string>();
+    const std::optional<uint64_t> bytes = ParseByteSize(text);
+    if (!bytes) throw UsageError("--staging-chunk " + text + " is not a size (e.g. 64K, 4M)");
+    options.stagingChunkBytes = *bytes;
+  }
   if (values.count("trace")) options.traceLevel = values["trace"].as<int>();
 
   if (cli.minBytes > cli.maxBytes) throw UsageError("--minbytes is larger than --maxbytes");

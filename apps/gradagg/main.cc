@@ -8,10 +8,12 @@
 
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "apps/gradagg/cli_options.h"
+#include "apps/gradagg/device_size_run.h"
 #include "apps/gradagg/report.h"
 #include "apps/gradagg/size_run.h"
 #include "gradagg/aggregator.h"
@@ -39,6 +41,14 @@ void PrintInfo(int rank, int size) {
   std::printf("%s", DescribeCudaDevices().c_str());
 }
 
+// --device auto: the GPU path when the build has CUDA and every rank sees a GPU.
+bool EveryRankHasAGpu() {
+  int mine = BuiltWithCuda() && CudaDeviceCount() > 0 ? 1 : 0;
+  int all = 0;
+  GRADAGG_MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  return all != 0;
+}
+
 int Run(const CliOptions& cli) {
   int rank = 0;
   int size = 1;
@@ -48,27 +58,27 @@ int Run(const CliOptions& cli) {
     PrintInfo(rank, size);
     return 0;
   }
-  if (cli.device == Device::kCuda) {
-    throw UsageError("--device cuda: GPU aggregation is not available in this version yet (built with CUDA: " +
-                     std::string(BuiltWithCuda() ? "yes" : "no") + "); use --device cpu");
-  }
+  const bool onGpu = cli.device == Device::kCuda || (cli.device == Device::kAuto && EveryRankHasAGpu());
 
   Aggregator aggregator(MPI_COMM_WORLD, cli.aggregator);
   const NodeTopology topology = NodeTopology::Discover(MPI_COMM_WORLD, cli.aggregator.ranksPerNode);
+  std::unique_ptr<DeviceSizeRunner> gpu;
+  if (onGpu) gpu = std::make_unique<DeviceSizeRunner>(aggregator, topology, cli);
   if (rank == 0) {
-    PrintPreamble(cli, topology.Describe(), size);
+    PrintPreamble(cli, topology.Describe(), size, onGpu);
+    if (gpu) std::printf("%s", gpu->Describe().c_str());
     PrintTableHeader();
   }
   std::vector<SizeResult> rows;
   for (uint64_t bytes = cli.minBytes; bytes <= cli.maxBytes; bytes *= cli.stepFactor) {
-    rows.push_back(RunSize(aggregator, topology, cli, bytes));
+    rows.push_back(gpu ? gpu->Run(bytes) : RunSize(aggregator, topology, cli, bytes));
     if (rank == 0) PrintRow(rows.back(), size);
     if (bytes == 0 || bytes > cli.maxBytes / cli.stepFactor) break;
   }
   std::string verdict;
   if (rank == 0) {
     verdict = PrintSummary(cli, rows, size);
-    if (!cli.jsonPath.empty()) WriteJson(cli.jsonPath, cli, topology.Describe(), size, rows, verdict);
+    if (!cli.jsonPath.empty()) WriteJson(cli.jsonPath, cli, topology.Describe(), size, rows, verdict, onGpu);
   }
   int failed = rank == 0 && !verdict.empty() && verdict != "PASS" ? 1 : 0;
   GRADAGG_MPI_CHECK(MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD));

@@ -28,9 +28,10 @@ double AlgorithmBandwidth(const SizeResult& row) {
 
 double BusBandwidth(const SizeResult& row, int ranks) { return AlgorithmBandwidth(row) * 2.0 * (ranks - 1) / ranks; }
 
-void PrintPreamble(const CliOptions& cli, const std::string& topology, int ranks) {
+void PrintPreamble(const CliOptions& cli, const std::string& topology, int ranks, bool onGpu) {
   std::printf("# gradagg allreduce: %d ranks, %s\n", ranks, topology.c_str());
-  std::printf("# device %s; %s\n", FormatDevice(cli.device).c_str(), Describe(cli.aggregator).c_str());
+  std::printf("# device %s (%s); %s\n", onGpu ? "cuda" : "cpu", FormatDevice(cli.device).c_str(),
+              Describe(cli.aggregator).c_str());
   std::printf("# sizes %llu .. %llu bytes x%llu; %d warm-up, %d timed iterations; seed %llu; check %s\n",
               static_cast<unsigned long long>(cli.minBytes), static_cast<unsigned long long>(cli.maxBytes),
               static_cast<unsigned long long>(cli.stepFactor), cli.warmups, cli.iterations,
@@ -40,10 +41,12 @@ void PrintPreamble(const CliOptions& cli, const std::string& topology, int ranks
 }
 
 void PrintTableHeader() {
-  std::printf("#\n# %10s %10s %5s %10s %8s %8s %12s %8s %8s %8s %8s %8s %8s %8s\n", "size", "count", "type", "time",
-              "algbw", "busbw", "wire", "compress", "#wrong", "rs", "quant", "xchg", "decode", "ag");
-  std::printf("# %10s %10s %5s %10s %8s %8s %12s %8s %8s %8s %8s %8s %8s %8s\n", "(B)", "(elements)", "", "(us)",
-              "(GB/s)", "(GB/s)", "(B/rank)", "", "", "(us)", "(us)", "(us)", "(us)", "(us)");
+  std::printf("#\n# %10s %10s %5s %10s %8s %8s %12s %8s %8s %8s %8s %8s %8s %8s %10s %7s %10s %7s\n", "size",
+              "count", "type", "time", "algbw", "busbw", "wire", "compress", "#wrong", "rs", "quant", "xchg", "decode",
+              "ag", "mpi", "vs_mpi", "nccl", "vs_nccl");
+  std::printf("# %10s %10s %5s %10s %8s %8s %12s %8s %8s %8s %8s %8s %8s %8s %10s %7s %10s %7s\n", "(B)",
+              "(elements)", "", "(us)", "(GB/s)", "(GB/s)", "(B/rank)", "", "", "(us)", "(us)", "(us)", "(us)", "(us)",
+              "(us)", "", "(us)", "");
 }
 
 void PrintRow(const SizeResult& row, int ranks) {
@@ -59,11 +62,17 @@ void PrintRow(const SizeResult& row, int ranks) {
     std::snprintf(mpi, sizeof mpi, "%.1f", Microseconds(row.mpiSeconds));
     std::snprintf(speedup, sizeof speedup, "%.2f", row.mpiSeconds / row.seconds);
   }
-  std::printf("  %10zu %10zu %5s %10.1f %8.3f %8.3f %12zu %8.2f %8s %8.1f %8.1f %8.1f %8.1f %8.1f %10s %7s\n",
+  char nccl[32] = "N/A";
+  char ncclSpeedup[32] = "N/A";
+  if (row.ncclSeconds > 0.0) {
+    std::snprintf(nccl, sizeof nccl, "%.1f", Microseconds(row.ncclSeconds));
+    std::snprintf(ncclSpeedup, sizeof ncclSpeedup, "%.2f", row.ncclSeconds / row.seconds);
+  }
+  std::printf("  %10zu %10zu %5s %10.1f %8.3f %8.3f %12zu %8.2f %8s %8.1f %8.1f %8.1f %8.1f %8.1f %10s %7s %10s %7s\n",
               row.bytes, row.count, "float", Microseconds(row.seconds), AlgorithmBandwidth(row),
               BusBandwidth(row, ranks), row.wireBytes, Compression(row), wrong, Microseconds(row.phases.reduceScatter),
               Microseconds(row.phases.quantize), Microseconds(row.phases.exchange), Microseconds(row.phases.decode),
-              Microseconds(row.phases.allGather), mpi, speedup);
+              Microseconds(row.phases.allGather), mpi, speedup, nccl, ncclSpeedup);
   std::fflush(stdout);
 }
 
@@ -86,12 +95,12 @@ std::string PrintSummary(const CliOptions& cli, const std::vector<SizeResult>& r
 }
 
 void WriteJson(const std::string& path, const CliOptions& cli, const std::string& topology, int ranks,
-               const std::vector<SizeResult>& rows, const std::string& verdict) {
+               const std::vector<SizeResult>& rows, const std::string& verdict, bool onGpu) {
   std::ofstream out(path);
   if (!out) throw std::runtime_error("cannot write --json file '" + path + "'");
   const AggregatorOptions& o = cli.aggregator;
   out << "{\n  \"ranks\": " << ranks << ",\n  \"topology\": \"" << topology << "\",\n  \"device\": \""
-      << FormatDevice(cli.device) << "\",\n  \"options\": {\"bits\": " << o.bits << ", \"bucket\": " << o.bucketSize
+      << (onGpu ? "cuda" : "cpu") << "\",\n  \"transport\": \"" << ToString(o.transport) << "\",\n  \"options\": {\"bits\": " << o.bits << ", \"bucket\": " << o.bucketSize
       << ", \"error_feedback\": " << (o.errorFeedback ? "true" : "false")
       << ", \"mean_threshold\": " << (o.meanThreshold ? "true" : "false")
       << ", \"quantize_own_stripe\": " << (o.quantizeOwnStripe ? "true" : "false")
@@ -110,6 +119,7 @@ void WriteJson(const std::string& path, const CliOptions& cli, const std::string
         << ", \"exchange\": " << Microseconds(p.exchange) << ", \"decode\": " << Microseconds(p.decode)
         << ", \"all_gather\": " << Microseconds(p.allGather) << "}";
     if (r.mpiSeconds > 0.0) out << ", \"mpi_allreduce_time_us\": " << Microseconds(r.mpiSeconds);
+    if (r.ncclSeconds > 0.0) out << ", \"nccl_allreduce_time_us\": " << Microseconds(r.ncclSeconds);
     if (r.checked) {
       out << ", \"wrong\": " << r.wrong << ", \"identical\": " << (r.identical ? "true" : "false")
           << ", \"header_ok\": " << (r.headerOk ? "true" : "false") << ", \"relative_error\": " << r.relativeError;

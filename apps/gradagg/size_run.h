@@ -23,6 +23,7 @@ struct SizeResult {
   bool headerOk = true;        // the header summed as expected
   double relativeError = 0.0;  // ||result - exact float64 sum|| / ||exact||, first step
   double mpiSeconds = 0.0;     // MPI_Allreduce of the same float32 gradient, timed the same way (0: not run)
+  double ncclSeconds = 0.0;    // ncclAllReduce over all ranks, the same way (GPU runs with NCCL only; 0: not run)
 };
 
 // Collective over MPI_COMM_WORLD.

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "apps/gradagg/cli_options.h"
-#include "apps/nvlink_benchmark/nccl_library.h"
+#include "apps/common/nccl_library.h"
 #include "apps/nvlink_benchmark/test_pattern.h"
 #include "mpi_glue/mpi_error.h"
 #include "nvlink/gpu_node.h"

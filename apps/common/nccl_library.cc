@@ -1,4 +1,4 @@
-#include "apps/nvlink_benchmark/nccl_library.h"
+#include "apps/common/nccl_library.h"
 
 #include <dlfcn.h>
 #include <nccl.h>

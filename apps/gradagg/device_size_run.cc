@@ -1,0 +1,188 @@
+#include "apps/gradagg/device_size_run.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "aggregator/serial_simulation.h"
+#include "apps/gradagg/run_support.h"
+#include "apps/gradagg/synthetic_gradient.h"
+#include "mpi_glue/agreement.h"
+#include "mpi_glue/communicator.h"
+#include "mpi_glue/cuda_support.h"
+#include "quantize/cuda/cuda_error.h"
+#include "quantize/cuda/device_memory.h"
+#if GRADAGG_WITH_NCCL
+#include "apps/common/nccl_library.h"
+#endif
+
+namespace gradagg::cli {
+namespace {
+
+// This rank's GPU: its rank among the ranks of its host, modulo the GPUs there ("" or why there is none).
+std::string SelectLocalGpu(MPI_Comm world) {
+  const std::string none = CudaUnavailableReason();
+  if (!none.empty()) return none;
+  MPI_Comm host = MPI_COMM_NULL;
+  GRADAGG_MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host));
+  const Communicator owned(host);
+  int devices = 0;
+  GRADAGG_CUDA_CHECK(cudaGetDeviceCount(&devices));
+  GRADAGG_CUDA_CHECK(cudaSetDevice(owned.rank() % devices));
+  return "";
+}
+
+bool MpiTakesDevicePointers(MpiTransport transport) {
+  if (transport == MpiTransport::kAuto) return QueryMpiCudaSupport().cudaAware;
+  return transport == MpiTransport::kCudaAware;
+}
+
+}  // namespace
+
+struct DeviceSizeRunner::State {
+  Aggregator& aggregator;
+  const NodeTopology& topology;
+  const CliOptions& cli;
+  cudaStream_t stream = nullptr;
+  std::string path;
+  bool mpiOnDevice = false;
+  std::string ncclWhy;
+#if GRADAGG_WITH_NCCL
+  std::unique_ptr<NcclLibrary> nccl;
+#endif
+  DeviceBuffer gradient;
+  DeviceBuffer pristine;
+  std::unique_ptr<float, CudaFreeHost> staging;  // for the staged MPI baseline
+
+  State(Aggregator& a, const NodeTopology& t, const CliOptions& c) : aggregator(a), topology(t), cli(c) {}
+  ~State() {
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+
+  void Reserve(size_t count) {
+    if (gradient.bytes() >= std::max<size_t>(count, 1) * sizeof(float)) return;
+    gradient = DeviceBuffer(std::max<size_t>(count, 1) * sizeof(float));
+    pristine = DeviceBuffer(std::max<size_t>(count, 1) * sizeof(float));
+    float* host = nullptr;
+    staging.reset();
+    GRADAGG_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host), std::max<size_t>(count, 1) * sizeof(float)));
+    staging.reset(host);
+  }
+  void Upload(const std::vector<float>& values, void* device) const {
+    GRADAGG_CUDA_CHECK(cudaMemcpy(device, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  void Aggregate(size_t count, GradientHeader* header) {
+    aggregator.AggregateGradients({{gradient.get(), count, DataType::kFloat32}}, stream, header);
+  }
+
+  void Check(SizeResult& result);
+  void Time(SizeResult& result);
+};
+
+DeviceSizeRunner::DeviceSizeRunner(Aggregator& aggregator, const NodeTopology& topology, const CliOptions& cli)
+    : state_(std::make_unique<State>(aggregator, topology, cli)) {
+  MPI_Comm world = topology.world();
+  const std::string problem = AgreeOnProblem(world, SelectLocalGpu(world));
+  if (!problem.empty()) throw UsageError("--device cuda: " + problem);
+  GRADAGG_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
+  state_->path = aggregator.InitializeDevice();
+  state_->mpiOnDevice = MpiTakesDevicePointers(cli.aggregator.transport);
+#if GRADAGG_WITH_NCCL
+  setenv("NCCL_NVLS_ENABLE", "0", 1);  // NVLink SHARP stays off on these machines (DEVICE.md)
+  state_->nccl = NcclLibrary::Open(
+      topology.rank(), topology.size(),
+      [world](void* data, int bytes) { GRADAGG_MPI_CHECK(MPI_Bcast(data, bytes, MPI_BYTE, 0, world)); },
+      state_->ncclWhy);
+  if (state_->nccl) state_->ncclWhy = "ncclAllReduce over all ranks, libnccl " + state_->nccl->version() +
+                                      ", NCCL_NVLS_ENABLE=0";
+#else
+  state_->ncclWhy = "not built (no nccl.h at build time)";
+#endif
+}
+
+DeviceSizeRunner::~DeviceSizeRunner() = default;
+
+std::string DeviceSizeRunner::Describe() const {
+  return "# gpu path (rank 0): " + state_->path + "\n# nccl: " + state_->ncclWhy +
+         "; vs_nccl = nccl / time\n# mpi baseline: " +
+         (state_->mpiOnDevice ? "MPI_Allreduce on device buffers (CUDA-aware)"
+                              : "MPI_Allreduce staged through pinned host memory (copies included)") +
+         "\n";
+}
+
+void DeviceSizeRunner::State::Check(SizeResult& result) {
+  MPI_Comm world = topology.world();
+  const int rank = topology.rank();
+  SerialSimulation simulation(topology.GatherPlacements(), aggregator.options());
+  aggregator.ResetResiduals();
+  uint64_t wrong = 0;
+  int bad = 0;
+  for (int step = 0; step < kCheckSteps; ++step) {
+    std::vector<float> values(result.count);
+    FillSyntheticGradient(values.data(), values.size(), cli.seed, rank, step);
+    const std::vector<std::vector<float>> inputs = AllGatherInputs(world, values);
+    Upload(values, gradient.get());
+    GradientHeader header = CheckHeader(rank);
+    Aggregate(result.count, &header);
+    const std::vector<float> got = gradient.ToHost<float>(result.count);
+    JudgeStep(world, got, simulation.Run(inputs), header, wrong, bad);
+    if (step == 0) result.relativeError = RelativeError(got, inputs);
+  }
+  SetVerdict(world, wrong, bad, result);
+}
+
+void DeviceSizeRunner::State::Time(SizeResult& result) {
+  MPI_Comm world = topology.world();
+  const size_t count = result.count;
+  const size_t bytes = count * sizeof(float);
+  std::vector<float> values(count);
+  FillSyntheticGradient(values.data(), values.size(), cli.seed, topology.rank(), 0);
+  Upload(values, pristine.get());
+  auto restore = [&] {
+    GRADAGG_CUDA_CHECK(cudaMemcpyAsync(gradient.get(), pristine.get(), bytes, cudaMemcpyDeviceToDevice, stream));
+    GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  };
+  PhaseStats stats(cli.iterations);
+  result.seconds = TimeCalls(
+      world, cli, restore, [&] { Aggregate(count, nullptr); }, [&] { stats.Add(aggregator.LastStats()); });
+  stats.Finish(world, result);
+
+#if GRADAGG_WITH_NCCL
+  if (nccl) {
+    result.ncclSeconds = TimeCalls(
+        world, cli, restore,
+        [&] {
+          nccl->AllReduce(gradient.get(), gradient.get(), count, ElementType::kFloat32, stream);
+          GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+        },
+        [] {});
+  }
+#endif
+  if (!cli.mpiBaseline) return;
+  float* device = gradient.as<float>();
+  float* host = staging.get();
+  result.mpiSeconds = TimeCalls(
+      world, cli, restore,
+      [&] {
+        if (mpiOnDevice) return MpiAllreduce(world, device, count);
+        GRADAGG_CUDA_CHECK(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream));
+        GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+        MpiAllreduce(world, host, count);
+        GRADAGG_CUDA_CHECK(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream));
+        GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+      },
+      [] {});
+}
+
+SizeResult DeviceSizeRunner::Run(size_t bytes) {
+  SizeResult result;
+  result.bytes = bytes;
+  result.count = bytes / sizeof(float);
+  state_->Reserve(result.count);
+  if (state_->cli.check) state_->Check(result);
+  state_->Time(result);
+  return result;
+}
+
+}  // namespace gradagg::cli

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# One test round of GPU aggregation end to end on a GPU machine (N = the GPUs present, at most 8):
+#   1. the device tests on every emulated layout (1xN, 2x(N/2), ..., Nx1), staged transport;
+#   2. the same with a CUDA-aware Open MPI, when MPI_PREFIX holds one (scripts/build_cuda_aware_openmpi.sh);
+#   3. gradagg --check on every layout and bit width, with each transport;
+#   4. compute-sanitizer memcheck of the device tests on one layout;
+#   5. the table (gradagg, ncclAllReduce, MPI_Allreduce) on 2x(N/2) at 1 bit, with each transport.
+#
+#   scripts/gpu_aggregation_round.sh BIN_DIR OUT_DIR [MPI_PREFIX]
+#
+# BIN_DIR holds gradagg and gradagg_device_gpu_tests (scripts/stage_for_device.sh). Logs go to OUT_DIR (at most
+# eight files, as much as the device tool brings back); a summary is printed last and kept in summary.txt.
+set -uo pipefail
+bin=$(cd "$1" && pwd) out=$2 prefix=${3:-}
+mkdir -p "$out"
+gpus=$(nvidia-smi -L | wc -l)
+[ "$gpus" -gt 8 ] && gpus=8
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
+gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -n 1)
+export NCCL_NVLS_ENABLE=0
+
+# The transports: staged runs under the machine's MPI; CUDA-aware runs under the prefix's, swapped in by soname.
+staged=(env LD_LIBRARY_PATH="$bin:${LD_LIBRARY_PATH:-}" mpirun --allow-run-as-root --bind-to none
+  -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x GRADAGG_CUDA_AWARE_MPI=off)
+transports=(staged)
+if [ -n "$prefix" ] && [ -x "$prefix/bin/mpirun" ]; then
+  prefix=$(cd "$prefix" && pwd)
+  aware=(env OPAL_PREFIX="$prefix" PATH="$prefix/bin:$PATH" LD_LIBRARY_PATH="$prefix/lib:$bin:${LD_LIBRARY_PATH:-}"
+    "$prefix/bin/mpirun" --allow-run-as-root --bind-to none -x OPAL_PREFIX -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE
+    -x GRADAGG_CUDA_AWARE_MPI=on)
+  transports+=(aware)
+fi
+layouts=()
+for (( per = gpus; per >= 1; per /= 2 )); do layouts+=("$per"); done
+
+summary=""
+for transport in "${transports[@]}"; do
+  declare -n launch=$transport
+  for per in "${layouts[@]}"; do
+    label="$transport $((gpus / per))x$per"
+    echo "===== device tests, $label" >>"$out/tests.txt"
+    timeout 300 "${launch[@]}" -np "$gpus" -x GRADAGG_TEST_RANKS_PER_NODE="$per" "$bin/gradagg_device_gpu_tests" \
+      --gtest_color=no >>"$out/tests.txt" 2>&1
+    summary="$summary\n== tests $label: exit $? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/tests.txt" | tail -n 2 | tr '\n' ' ')"
+    for bits in 1 2 4 8 32; do
+      echo "===== --check, $label, $bits bits" >>"$out/check.txt"
+      timeout 120 "${launch[@]}" -np "$gpus" "$bin/gradagg" --device cuda --ranks-per-node "$per" --bits "$bits" \
+        -b 1K -e 4M -f 64 -n 2 -w 1 --check --no-baseline >>"$out/check.txt" 2>&1
+      summary="$summary\n== check $label bits $bits: exit $? $(grep '^# check' "$out/check.txt" | tail -n 1)"
+    done
+  done
+  timeout 300 "${launch[@]}" -np "$gpus" "$bin/gradagg" --device cuda --ranks-per-node $((gpus / 2)) --bits 1 \
+    -b 1M -e 256M -f 4 -n 10 -w 3 --json "$out/table_${transport}.json" >"$out/table_${transport}.txt" 2>&1
+  summary="$summary\n== table $transport: exit $?\n$(grep -v '^#' "$out/table_${transport}.txt" | awk '{print $1, $4, $7, $8, $10, $11, $12, $13, $14, $15, $16, $17, $18}')"
+done
+timeout 300 "${staged[@]}" -np 2 -x GRADAGG_TEST_RANKS_PER_NODE=1 "$sanitizer" --tool memcheck --error-exitcode 9 \
+  "$bin/gradagg_device_gpu_tests" --gtest_color=no --gtest_filter='-*Bad*:*HostAndDevice*' >"$out/memcheck.txt" 2>&1
+summary="$summary\n== memcheck 2x1 staged: exit $? $(grep -E 'ERROR SUMMARY' "$out/memcheck.txt" | tr '\n' ' ')"
+echo -e "== $gpus x $gpu$summary" | tee "$out/summary.txt"
+grep -h -E "Failure|differs|rank [0-9]+\]|error" "$out/tests.txt" | head -n 12

@@ -17,17 +17,17 @@ gpus=$(nvidia-smi -L | wc -l)
 [ "$gpus" -gt 8 ] && gpus=8
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
 gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -n 1)
-export NCCL_NVLS_ENABLE=0
+export NCCL_NVLS_ENABLE=0 GRADAGG_NVLINK_TIMEOUT=${GRADAGG_NVLINK_TIMEOUT:-20}  # a broken barrier fails fast
 
 # The transports: staged runs under the machine's MPI; CUDA-aware runs under the prefix's, swapped in by soname.
 staged=(env LD_LIBRARY_PATH="$bin:${LD_LIBRARY_PATH:-}" mpirun --allow-run-as-root --bind-to none
-  -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x GRADAGG_CUDA_AWARE_MPI=off)
+  -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x GRADAGG_NVLINK_TIMEOUT -x GRADAGG_CUDA_AWARE_MPI=off)
 transports=(staged)
 if [ -n "$prefix" ] && [ -x "$prefix/bin/mpirun" ]; then
   prefix=$(cd "$prefix" && pwd)
   aware=(env OPAL_PREFIX="$prefix" PATH="$prefix/bin:$PATH" LD_LIBRARY_PATH="$prefix/lib:$bin:${LD_LIBRARY_PATH:-}"
     "$prefix/bin/mpirun" --allow-run-as-root --bind-to none -x OPAL_PREFIX -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE
-    -x GRADAGG_CUDA_AWARE_MPI=on)
+    -x GRADAGG_NVLINK_TIMEOUT -x GRADAGG_CUDA_AWARE_MPI=on)
   transports+=(aware)
 fi
 layouts=()
@@ -53,6 +53,10 @@ for transport in "${transports[@]}"; do
     -b 1M -e 256M -f 4 -n 10 -w 3 --json "$out/table_${transport}.json" >"$out/table_${transport}.txt" 2>&1
   summary="$summary\n== table $transport: exit $?\n$(grep -v '^#' "$out/table_${transport}.txt" | awk '{print $1, $4, $7, $8, $10, $11, $12, $13, $14, $15, $16, $17, $18}')"
 done
+# The NVLink phase's own tests too, since this round's library carries its changes.
+echo "===== NVLink phase tests, $gpus GPUs" >>"$out/tests.txt"
+timeout 300 "${staged[@]}" -np "$gpus" "$bin/gradagg_nvlink_gpu_tests" --gtest_color=no >>"$out/tests.txt" 2>&1
+summary="$summary\n== NVLink phase tests on $gpus GPUs: exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/tests.txt" | tail -n 1)"
 timeout 300 "${staged[@]}" -np 2 -x GRADAGG_TEST_RANKS_PER_NODE=1 "$sanitizer" --tool memcheck --error-exitcode 9 \
   "$bin/gradagg_device_gpu_tests" --gtest_color=no --gtest_filter='-*Bad*:*HostAndDevice*' >"$out/memcheck.txt" 2>&1
 summary="$summary\n== memcheck 2x1 staged: exit $? $(grep -E 'ERROR SUMMARY' "$out/memcheck.txt" | tr '\n' ' ')"

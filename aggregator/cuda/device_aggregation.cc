@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,8 @@ class GpuPath final : public DevicePath {
   std::string Describe() const override;
 
  private:
+  void Run(const std::vector<DeviceGradient>& gradients, size_t elements, bool contributes, CudaStream stream,
+           AggregationStats& stats);
   void Reshape(size_t elements);
   void ReleaseBuffers() noexcept;
   // With timing on: waits for the stream, then returns the seconds since the last lap.
@@ -180,6 +183,17 @@ void GpuPath::Reshape(size_t elements) {
 
 void GpuPath::Aggregate(const std::vector<DeviceGradient>& gradients, size_t elements, bool contributes,
                         CudaStream stream, AggregationStats& stats) {
+  // The inputs were checked and agreed on by every rank, so a UsageError from here on is this rank's alone: it must
+  // not pass for the agreed kind, which callers report on one rank only.
+  try {
+    Run(gradients, elements, contributes, stream, stats);
+  } catch (const UsageError& error) {
+    throw std::runtime_error(std::string("GPU aggregation failed on this rank: ") + error.what());
+  }
+}
+
+void GpuPath::Run(const std::vector<DeviceGradient>& gradients, size_t elements, bool contributes,
+                  CudaStream stream, AggregationStats& stats) {
   PhaseTimes& times = stats.times;
   if (elements == 0) return;
   Reshape(elements);

@@ -64,6 +64,7 @@ po::options_description Describe() {
       ("warmup_iters,w", po::value<int>(), "untimed warm-up iterations per size (default 5)")
       ("check,c", "check every size against the serial simulation, bitwise, on every rank")
       ("no-baseline", "skip timing MPI_Allreduce of the same gradient beside gradagg")
+      ("no-nccl", "GPU runs: skip timing ncclAllReduce beside gradagg")
       ("seed", po::value<uint64_t>(), "seed of the synthetic gradients (default 42)")
       ("json", po::value<std::string>(), "also write all results to this JSON file")
       ("bits", po::value<int>(), "bits per element across nodes: 1, 2, 4, 8 or 32 (default 1; GRADAGG_BITS)")
@@ -116,6 +117,7 @@ void Apply(const po::variables_map& values, CliOptions& cli) {
   if (values.count("json")) cli.jsonPath = values["json"].as<std::string>();
   cli.check = values.count("check") > 0;
   cli.mpiBaseline = values.count("no-baseline") == 0;
+  cli.ncclBaseline = values.count("no-nccl") == 0;
   cli.info = values.count("info") > 0;
 
   AggregatorOptions& options = cli.aggregator;

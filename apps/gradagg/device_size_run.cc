@@ -89,6 +89,10 @@ DeviceSizeRunner::DeviceSizeRunner(Aggregator& aggregator, const NodeTopology& t
   state_->path = aggregator.InitializeDevice();
   state_->mpiOnDevice = MpiTakesDevicePointers(cli.aggregator.transport);
 #if GRADAGG_WITH_NCCL
+  if (!cli.ncclBaseline) {
+    state_->ncclWhy = "left out (--no-nccl)";
+    return;
+  }
   setenv("NCCL_NVLS_ENABLE", "0", 1);  // NVLink SHARP stays off on these machines (DEVICE.md)
   state_->nccl = NcclLibrary::Open(
       topology.rank(), topology.size(),

@@ -173,14 +173,26 @@ void PeerGroup::Deregister(void* buffer) {
 }
 
 PeerGroup::Lookup PeerGroup::Find(const void* buffer, size_t bytes, Located& located) const {
+  // Registrations may be adjacent, so an empty range at one's start is also at the previous one's end: the
+  // allocation's identity decides, asked of CUDA once.
   const char* begin = static_cast<const char*>(buffer);
+  bool overlapsStale = false;
+  uint64_t bufferId = 0;
+  bool identified = false;
   for (const Registration& r : registrations_) {
     if (begin < r.local || begin + bytes > r.local + r.bytes) continue;
-    if (IdentifyAllocation(buffer).bufferId != r.bufferId) return Lookup::kStale;
+    if (!identified) {
+      bufferId = IdentifyAllocation(buffer).bufferId;
+      identified = true;
+    }
+    if (bufferId != r.bufferId) {
+      overlapsStale = true;
+      continue;
+    }
     located = {&r, static_cast<size_t>(begin - r.local)};
     return Lookup::kFound;
   }
-  return Lookup::kNotRegistered;
+  return overlapsStale ? Lookup::kStale : Lookup::kNotRegistered;
 }
 
 bool PeerGroup::IsRegistered(const void* buffer, size_t bytes) const {

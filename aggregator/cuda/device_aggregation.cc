@@ -58,13 +58,14 @@ std::string Hex(const void* pointer) {
 struct TransportChoice {
   bool cudaAware = false;
   std::string why;
+  bool forcedAgainstMpi = false;  // on, though MPI does not say it is CUDA-aware
 };
 
 TransportChoice ChooseTransport(MpiTransport requested) {
   const MpiCudaSupport support = QueryMpiCudaSupport();
   switch (requested) {
     case MpiTransport::kCudaAware:
-      return {true, "forced on; " + support.how};
+      return {true, "forced on; " + support.how, !support.cudaAware};
     case MpiTransport::kStaged:
       return {false, "forced off; " + support.how};
     case MpiTransport::kAuto:
@@ -127,10 +128,8 @@ GpuPath::GpuPath(const NodeTopology& topology, const AggregatorOptions& options)
   }
   if (nodes_ > 1) {
     transport_ = ChooseTransport(options.transport);
-    if (topology.rank() == 0 && options.transport == MpiTransport::kCudaAware &&
-        !QueryMpiCudaSupport().cudaAware) {
-      std::fprintf(stderr, "gradagg: warning: CUDA-aware MPI forced on, but %s\n", QueryMpiCudaSupport().how.c_str());
-    }
+    if (topology.rank() == 0 && transport_.forcedAgainstMpi)
+      std::fprintf(stderr, "gradagg: warning: CUDA-aware MPI %s\n", transport_.why.c_str());
     cross_ = std::make_unique<DeviceCrossNodePhase>(
         topology.cross(), options, MakeDeviceExchange(transport_.cudaAware, options.stagingChunkBytes));
   }

@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <vector>
 
-#include "aggregator/serial_simulation.h"
 #include "apps/gradagg/run_support.h"
 #include "apps/gradagg/synthetic_gradient.h"
 #include "mpi_glue/agreement.h"
@@ -116,24 +115,11 @@ std::string DeviceSizeRunner::Describe() const {
 }
 
 void DeviceSizeRunner::State::Check(SizeResult& result) {
-  MPI_Comm world = topology.world();
-  const int rank = topology.rank();
-  SerialSimulation simulation(topology.GatherPlacements(), aggregator.options());
-  aggregator.ResetResiduals();
-  uint64_t wrong = 0;
-  int bad = 0;
-  for (int step = 0; step < kCheckSteps; ++step) {
-    std::vector<float> values(result.count);
-    FillSyntheticGradient(values.data(), values.size(), cli.seed, rank, step);
-    const std::vector<std::vector<float>> inputs = AllGatherInputs(world, values);
+  CheckAgainstSimulation(aggregator, topology, cli, result, [&](std::vector<float>& values, GradientHeader* header) {
     Upload(values, gradient.get());
-    GradientHeader header = CheckHeader(rank);
-    Aggregate(result.count, &header);
-    const std::vector<float> got = gradient.ToHost<float>(result.count);
-    JudgeStep(world, got, simulation.Run(inputs), header, wrong, bad);
-    if (step == 0) result.relativeError = RelativeError(got, inputs);
-  }
-  SetVerdict(world, wrong, bad, result);
+    Aggregate(values.size(), header);
+    values = gradient.ToHost<float>(values.size());
+  });
 }
 
 void DeviceSizeRunner::State::Time(SizeResult& result) {

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "aggregator/serial_simulation.h"
+#include "apps/gradagg/synthetic_gradient.h"
+
 namespace gradagg::cli {
 namespace {
 
@@ -19,8 +22,6 @@ uint64_t Fnv1a(const float* values, size_t count) {
   for (size_t i = 0; i < count * sizeof(float); ++i) hash = (hash ^ bytes[i]) * 0x100000001b3ULL;
   return hash;
 }
-
-}  // namespace
 
 // Every rank's input, gathered in pieces small enough for MPI's int counts.
 std::vector<std::vector<float>> AllGatherInputs(MPI_Comm world, const std::vector<float>& mine) {
@@ -79,14 +80,6 @@ void JudgeStep(MPI_Comm world, const std::vector<float>& result, const std::vect
   if (!headerOk) bad |= 2;
 }
 
-void MpiAllreduce(MPI_Comm world, float* data, size_t count) {
-  constexpr size_t kPiece = size_t{1} << 28;
-  for (size_t begin = 0; begin < count; begin += kPiece) {
-    const int length = static_cast<int>(std::min(kPiece, count - begin));
-    GRADAGG_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + begin, length, MPI_FLOAT, MPI_SUM, world));
-  }
-}
-
 void SetVerdict(MPI_Comm world, uint64_t wrong, int bad, SizeResult& result) {
   uint64_t totalWrong = 0;
   int anyBad = 0;
@@ -96,6 +89,39 @@ void SetVerdict(MPI_Comm world, uint64_t wrong, int bad, SizeResult& result) {
   result.wrong = totalWrong;
   result.identical = (anyBad & 1) == 0;
   result.headerOk = (anyBad & 2) == 0;
+}
+
+constexpr int kCheckSteps = 2;  // the second step checks that residuals carry over as in the simulation
+
+}  // namespace
+
+void CheckAgainstSimulation(Aggregator& aggregator, const NodeTopology& topology, const CliOptions& cli,
+                            SizeResult& result,
+                            const std::function<void(std::vector<float>&, GradientHeader*)>& aggregateInPlace) {
+  MPI_Comm world = topology.world();
+  const int rank = topology.rank();
+  SerialSimulation simulation(topology.GatherPlacements(), aggregator.options());
+  aggregator.ResetResiduals();
+  uint64_t wrong = 0;
+  int bad = 0;
+  for (int step = 0; step < kCheckSteps; ++step) {
+    std::vector<float> gradient(result.count);
+    FillSyntheticGradient(gradient.data(), gradient.size(), cli.seed, rank, step);
+    const std::vector<std::vector<float>> inputs = AllGatherInputs(world, gradient);
+    GradientHeader header = CheckHeader(rank);
+    aggregateInPlace(gradient, &header);
+    JudgeStep(world, gradient, simulation.Run(inputs), header, wrong, bad);
+    if (step == 0) result.relativeError = RelativeError(gradient, inputs);
+  }
+  SetVerdict(world, wrong, bad, result);
+}
+
+void MpiAllreduce(MPI_Comm world, float* data, size_t count) {
+  constexpr size_t kPiece = size_t{1} << 28;
+  for (size_t begin = 0; begin < count; begin += kPiece) {
+    const int length = static_cast<int>(std::min(kPiece, count - begin));
+    GRADAGG_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + begin, length, MPI_FLOAT, MPI_SUM, world));
+  }
 }
 
 void PhaseStats::Add(const AggregationStats& stats) {

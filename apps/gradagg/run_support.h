@@ -1,41 +1,32 @@
-// What the host and device size runs share: the inputs every rank can see, the judgement of one checked step, and
-// the timing loop (a barrier, then each rank's seconds; the mean over iterations of the slowest rank's).
+// What the host and device size runs share: the check against the serial simulation, the MPI baseline, the phase
+// statistics and the timing loop (a barrier, then each rank's seconds; the mean over iterations of the slowest rank's).
 #pragma once
 
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "apps/gradagg/cli_options.h"
 #include "apps/gradagg/size_run.h"
-#include "gradagg/gradient_header.h"
+#include "gradagg/aggregator.h"
+#include "mpi_glue/node_topology.h"
 #include "mpi_glue/mpi_error.h"
 
 namespace gradagg::cli {
 
-inline constexpr int kCheckSteps = 2;  // the second step checks that residuals carry over as in the simulation
-
-// Every rank's input, gathered in pieces small enough for MPI's int counts.
-std::vector<std::vector<float>> AllGatherInputs(MPI_Comm world, const std::vector<float>& mine);
-
-// ||result - exact float64 sum|| / ||exact||.
-double RelativeError(const std::vector<float>& result, const std::vector<std::vector<float>>& inputs);
-
-// Rank r reports r + 1 samples and criterion r / 2, so the sums are known.
-GradientHeader CheckHeader(int rank);
-
-// Adds to `wrong` the elements of `result` whose bits differ from `expected`; sets bit 1 of `bad` when ranks hold
-// different results and bit 2 when `header` is not the sum of every rank's CheckHeader. Collective.
-void JudgeStep(MPI_Comm world, const std::vector<float>& result, const std::vector<float>& expected,
-               const GradientHeader& header, uint64_t& wrong, int& bad);
+// --check at one size: kCheckSteps calls, each on fresh synthetic gradients, compared bitwise with the serial
+// simulation (residuals carried as there), ranks compared with each other, the header sum checked; the verdict goes
+// into `result`. aggregateInPlace(gradient, header) runs one AggregateGradients on the host vector's values, wherever
+// the run keeps them, and leaves the result in it. Collective.
+void CheckAgainstSimulation(Aggregator& aggregator, const NodeTopology& topology, const CliOptions& cli,
+                            SizeResult& result,
+                            const std::function<void(std::vector<float>&, GradientHeader*)>& aggregateInPlace);
 
 // MPI_Allreduce (float32, sum) in place, in pieces that fit MPI's int counts. `data` may be device memory when the
 // MPI is CUDA-aware.
 void MpiAllreduce(MPI_Comm world, float* data, size_t count);
-
-// Sums the per-iteration counts of the checked steps over ranks into `result` (wrong, identical, headerOk).
-void SetVerdict(MPI_Comm world, uint64_t wrong, int bad, SizeResult& result);
 
 // The per-phase times and wire bytes of the timed calls: Add after each, then Finish puts the mean per call of the
 // slowest rank (each phase separately) into `result`. Collective in Finish.

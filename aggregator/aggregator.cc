@@ -4,9 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "aggregator/aggregator_impl.h"
 #include "aggregator/call_agreement.h"
-#include "aggregator/cross_node_phase.h"
-#include "aggregator/device_path.h"
 #include "aggregator/partition.h"
 #include "aggregator/stopwatch.h"
 #include "mpi_glue/agreement.h"
@@ -50,38 +49,28 @@ void RequireSameOptions(MPI_Comm comm, const AggregatorOptions& options) {
   }
 }
 
+
 }  // namespace
 
-struct Aggregator::Impl {
-  AggregatorOptions options;
-  NodeTopology topology;
-  std::unique_ptr<IntraNodePhase> intraNode;
-  std::unique_ptr<CrossNodePhase> crossNode;  // only with more than one node
-  std::unique_ptr<DevicePath> device;         // from the first device call on
-  bool shaped = false;
-  size_t length = 0;
-  std::vector<ElementRange> shards;
-  std::vector<float> stripe;
-  AggregationStats stats;
-
-  void Reshape(size_t elements) {
-    if (shaped && elements == length) return;
-    shaped = true;
-    length = elements;
-    shards = SplitIntoBucketRuns(elements, options.bucketSize, static_cast<size_t>(topology.ranksPerNode()));
-    stripe.assign(shards[static_cast<size_t>(topology.localRank())].count, 0.0f);
+FlatBuffers FlattenHostGradients(const std::vector<GradientBuffer>& gradients, std::string* problem) {
+  std::vector<FloatSpan> spans;
+  spans.reserve(gradients.size());
+  for (const GradientBuffer& buffer : gradients) spans.push_back({buffer.data, buffer.count});
+  try {
+    return FlatBuffers(std::move(spans));
+  } catch (const std::invalid_argument& error) {
+    *problem = error.what();
   }
+  return FlatBuffers();
+}
 
-  // With traceLevel >= 2: one line of the last call's phase times.
-  void TraceCall(size_t elements) const;
-
-  // Phase 2 on `values`, with its byte counts recorded.
-  void AggregateAcrossNodes(float* values, size_t count, PhaseTimes* times) {
-    crossNode->Aggregate(values, count, times);
-    stats.interNodeBytesSent = crossNode->lastBytesSent();
-    stats.interNodeFloatBytes = crossNode->lastFloatBytes();
-  }
-};
+void Aggregator::Impl::Reshape(size_t elements) {
+  if (shaped && elements == length) return;
+  shaped = true;
+  length = elements;
+  shards = SplitIntoBucketRuns(elements, options.bucketSize, static_cast<size_t>(topology.ranksPerNode()));
+  stripe.assign(shards[static_cast<size_t>(topology.localRank())].count, 0.0f);
+}
 
 Aggregator::Aggregator(MPI_Comm comm, const AggregatorOptions& options) : impl_(std::make_unique<Impl>()) {
   impl_->options = options;
@@ -93,6 +82,11 @@ Aggregator::Aggregator(MPI_Comm comm, const AggregatorOptions& options) : impl_(
   } catch (const std::invalid_argument& error) {
     throw UsageError(std::string("Aggregator: ") + error.what());
   }
+  Impl::RankedLevel mine;
+  mine.rank = impl_->topology.rank();
+  GRADAGG_MPI_CHECK(MPI_Query_thread(&mine.level));
+  GRADAGG_MPI_CHECK(MPI_Allreduce(&mine, &impl_->lowestThreadLevel, 1, MPI_2INT, MPI_MINLOC, comm));
+  if (options.doubleBuffered) impl_->RequireBackground("the double-buffered mode");
   impl_->intraNode = std::make_unique<SharedWindowPhase>(impl_->topology.node());
   if (impl_->topology.nodeCount() > 1) {
     impl_->crossNode = std::make_unique<CrossNodePhase>(impl_->topology.cross(), options);
@@ -102,7 +96,9 @@ Aggregator::Aggregator(MPI_Comm comm, const AggregatorOptions& options) : impl_(
   }
 }
 
-Aggregator::~Aggregator() = default;
+Aggregator::~Aggregator() {
+  if (impl_->pending) impl_->pending->WaitUntilDone();  // a destructor never throws: its error goes unreported
+}
 
 void Aggregator::AggregateGradients(float* gradient, size_t count, GradientHeader* header) {
   AggregateGradients(std::vector<GradientBuffer>{{gradient, count}}, header);
@@ -110,55 +106,61 @@ void Aggregator::AggregateGradients(float* gradient, size_t count, GradientHeade
 
 void Aggregator::AggregateGradients(const std::vector<GradientBuffer>& gradients, GradientHeader* header) {
   Impl& self = *impl_;
-  const bool timing = self.options.timing;
+  if (self.options.doubleBuffered) return self.DoubleBufferedCall(gradients, header);
+  self.Settle();
+  std::string problem;
+  const FlatBuffers flat = FlattenHostGradients(gradients, &problem);
+  self.stats = self.RunHost(flat, header, problem);
+}
+
+AggregationStats Aggregator::Impl::RunHost(const FlatBuffers& flat, GradientHeader* header,
+                                           const std::string& problem) {
+  const bool timing = options.timing;
   Stopwatch totalClock;
   Stopwatch clock;
-  PhaseTimes times;
+  AggregationStats call;
+  PhaseTimes& times = call.times;
 
-  // 0. Every rank checks its arguments; all ranks agree on sizes and sum the header.
-  std::vector<FloatSpan> spans;
-  spans.reserve(gradients.size());
-  for (const GradientBuffer& buffer : gradients) spans.push_back({buffer.data, buffer.count});
-  FlatBuffers flat;
-  std::string problem;
-  try {
-    flat = FlatBuffers(std::move(spans));
-  } catch (const std::invalid_argument& error) {
-    problem = error.what();
-  }
-  const bool contributes = AgreeOnCall(self.topology.world(), flat.size(), header, problem, CallMemory::kHost);
+  // 0. Every rank has checked its arguments; all ranks agree on sizes and sum the header.
+  const bool contributes = AgreeOnCall(topology.world(), flat.size(), header, problem, CallMemory::kHost);
   if (!contributes) flat.Zero();
   if (timing) times.agreement = clock.Lap();
 
-  self.stats = AggregationStats();
-  float* inPlace = self.topology.ranksPerNode() == 1 ? flat.Contiguous() : nullptr;
+  // Phase 2 on `values`, with its byte counts recorded.
+  const auto acrossNodes = [&](float* values, size_t count) {
+    crossNode->Aggregate(values, count, timing ? &times : nullptr);
+    call.interNodeBytesSent = crossNode->lastBytesSent();
+    call.interNodeFloatBytes = crossNode->lastFloatBytes();
+  };
+  float* inPlace = topology.ranksPerNode() == 1 ? flat.Contiguous() : nullptr;
   if (inPlace != nullptr) {
     // One rank per node and one buffer: phases 1 and 3 are the identity, so phase 2 works on the gradient itself.
-    if (self.crossNode) self.AggregateAcrossNodes(inPlace, flat.size(), timing ? &times : nullptr);
+    if (crossNode) acrossNodes(inPlace, flat.size());
   } else if (flat.size() != 0) {
-    self.Reshape(flat.size());
+    Reshape(flat.size());
 
     // 1. Intra-node reduce-scatter: our stripe, summed over the node.
     if (timing) clock.Lap();
-    self.intraNode->ReduceScatter(flat, self.shards, self.stripe.data());
+    intraNode->ReduceScatter(flat, shards, stripe.data());
     if (timing) times.reduceScatter = clock.Lap();
 
     // 2. Inter-node quantized exchange of the stripe.
-    if (self.crossNode) {
-      self.AggregateAcrossNodes(self.stripe.data(), self.stripe.size(), timing ? &times : nullptr);
+    if (crossNode) {
+      acrossNodes(stripe.data(), stripe.size());
       if (timing) clock.Lap();
     }
 
     // 3. Intra-node all-gather: every rank gets every stripe.
-    self.intraNode->AllGather(self.stripe.data(), self.shards, flat);
+    intraNode->AllGather(stripe.data(), shards, flat);
     if (timing) times.allGather = clock.Lap();
   }
   times.total = totalClock.Lap();
-  self.stats.times = times;
-  self.TraceCall(flat.size());
+  TraceCall(flat.size(), call);
+  return call;
 }
 
 std::string Aggregator::InitializeDevice() {
+  impl_->Settle();
   if (!impl_->device) impl_->device = MakeDevicePath(impl_->topology, impl_->options);
   return impl_->device->Describe();
 }
@@ -166,42 +168,58 @@ std::string Aggregator::InitializeDevice() {
 void Aggregator::AggregateGradients(const std::vector<DeviceGradient>& gradients, CudaStream stream,
                                     GradientHeader* header) {
   Impl& self = *impl_;
+  if (self.options.doubleBuffered) return self.DoubleBufferedCall(gradients, stream, header);
+  self.Settle();
+  self.stats = self.RunDevice(gradients, stream, header, DeviceGradientProblem(gradients, self.BoundDevice()));
+}
+
+AggregationStats Aggregator::Impl::RunDevice(const std::vector<DeviceGradient>& gradients, CudaStream stream,
+                                             GradientHeader* header, const std::string& problem) {
   Stopwatch totalClock;
   Stopwatch clock;
 
-  // 0. Every rank checks its tensors; all ranks agree on sizes, on device memory, and sum the header.
+  // 0. Every rank has checked its tensors; all ranks agree on sizes, on device memory, and sum the header.
   size_t elements = 0;
   for (const DeviceGradient& tensor : gradients) elements += tensor.count;
-  const std::string problem = DeviceGradientProblem(gradients, self.device ? self.device->device() : -1);
-  const bool contributes = AgreeOnCall(self.topology.world(), elements, header, problem, CallMemory::kDevice);
+  const bool contributes = AgreeOnCall(topology.world(), elements, header, problem, CallMemory::kDevice);
   const double agreement = clock.Lap();
-  if (!self.device) self.device = MakeDevicePath(self.topology, self.options);
+  if (!device) device = MakeDevicePath(topology, options);
 
-  self.stats = AggregationStats();
-  self.device->Aggregate(gradients, elements, contributes, stream, self.stats);
-  if (self.options.timing) self.stats.times.agreement = agreement;
-  self.stats.times.total = totalClock.Lap();
-  self.TraceCall(elements);
+  AggregationStats call;
+  device->Aggregate(gradients, elements, contributes, stream, call);
+  if (options.timing) call.times.agreement = agreement;
+  call.times.total = totalClock.Lap();
+  TraceCall(elements, call);
+  return call;
 }
 
-void Aggregator::Impl::TraceCall(size_t elements) const {
+int Aggregator::Impl::BoundDevice() const {
+  if (device) return device->device();
+  return handoff ? handoff->device() : -1;
+}
+
+void Aggregator::Impl::TraceCall(size_t elements, const AggregationStats& call) const {
   if (options.traceLevel >= 2) {
-    const PhaseTimes& times = stats.times;
+    const PhaseTimes& times = call.times;
     std::fprintf(stderr,
                  "# gradagg rank %d: %zu elements, total %.1f us (agreement %.1f, reduce-scatter %.1f, quantize %.1f, "
                  "exchange %.1f, decode %.1f, all-gather %.1f), %zu bytes across nodes\n",
                  topology.rank(), elements, times.total * 1e6, times.agreement * 1e6, times.reduceScatter * 1e6,
                  times.quantize * 1e6, times.exchange * 1e6, times.decode * 1e6, times.allGather * 1e6,
-                 stats.interNodeBytesSent);
+                 call.interNodeBytesSent);
   }
 }
 
 void Aggregator::ResetResiduals() {
+  impl_->Settle();
   if (impl_->crossNode) impl_->crossNode->ResetResiduals();
   if (impl_->device) impl_->device->ResetResiduals();
 }
 
-const AggregationStats& Aggregator::LastStats() const { return impl_->stats; }
+const AggregationStats& Aggregator::LastStats() const {
+  if (impl_->pending && impl_->pending->Done()) return impl_->pending->stats();
+  return impl_->stats;
+}
 const AggregatorOptions& Aggregator::options() const { return impl_->options; }
 int Aggregator::rank() const { return impl_->topology.rank(); }
 int Aggregator::size() const { return impl_->topology.size(); }

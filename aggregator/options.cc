@@ -69,6 +69,9 @@ AggregatorOptions ApplyEnvironment(AggregatorOptions options) {
     if (bytes <= 0) throw UsageError(std::string("GRADAGG_STAGING_CHUNK=") + text + " must be positive");
     options.stagingChunkBytes = static_cast<size_t>(bytes);
   }
+  if (const char* text = Lookup("GRADAGG_DOUBLE_BUFFERED")) {
+    options.doubleBuffered = ParseSwitch("GRADAGG_DOUBLE_BUFFERED", text);
+  }
   if (const char* text = Lookup("GRADAGG_TIMING")) options.timing = ParseSwitch("GRADAGG_TIMING", text);
   if (const char* text = Lookup("GRADAGG_TRACE")) {
     options.traceLevel = static_cast<int>(ParseInteger("GRADAGG_TRACE", text));
@@ -113,7 +116,9 @@ std::string Describe(const AggregatorOptions& options) {
          " quantize_own_stripe=" + OnOff(options.quantizeOwnStripe) +
          " ranks_per_node=" + (options.ranksPerNode == 0 ? std::string("host") : std::to_string(options.ranksPerNode)) +
          " cuda_aware_mpi=" + ToString(options.transport) +
-         " staging_chunk=" + std::to_string(options.stagingChunkBytes) + " timing=" + OnOff(options.timing) + " trace=" + std::to_string(options.traceLevel);
+         " staging_chunk=" + std::to_string(options.stagingChunkBytes) +
+         " double_buffered=" + OnOff(options.doubleBuffered) + " timing=" + OnOff(options.timing) +
+         " trace=" + std::to_string(options.traceLevel);
 }
 
 }  // namespace gradagg

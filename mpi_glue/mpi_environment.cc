@@ -11,7 +11,7 @@ MpiEnvironment::MpiEnvironment(int* argc, char*** argv) {
   GRADAGG_MPI_CHECK(MPI_Initialized(&initialized));
   if (!initialized) {
     int provided = 0;
-    GRADAGG_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+    GRADAGG_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
     ownsMpi_ = true;
   }
   GRADAGG_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));

@@ -5,7 +5,8 @@ namespace gradagg {
 
 class MpiEnvironment {
  public:
-  MpiEnvironment(int* argc, char*** argv);  // MPI_THREAD_FUNNELED; MPI_COMM_WORLD returns errors instead of aborting
+  // MPI_THREAD_SERIALIZED (for background aggregation); MPI_COMM_WORLD returns errors instead of aborting.
+  MpiEnvironment(int* argc, char*** argv);
   ~MpiEnvironment();
   MpiEnvironment(const MpiEnvironment&) = delete;
   MpiEnvironment& operator=(const MpiEnvironment&) = delete;

@@ -153,6 +153,9 @@ void Apply(const po::variables_map& values, CliOptions& cli) {
   if (cli.stepFactor < 2) throw UsageError("--stepfactor must be at least 2");
   if (cli.iterations < 1) throw UsageError("--iters must be at least 1");
   if (cli.warmups < 0) throw UsageError("--warmup_iters must not be negative");
+  if (options.doubleBuffered)
+    throw UsageError("GRADAGG_DOUBLE_BUFFERED is for trainers: gradagg times and checks calls that return their own "
+                     "aggregate; unset it");
   Validate(options);
 }
 

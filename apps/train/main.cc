@@ -6,8 +6,8 @@
 //   1. every rank loads the data; rank 0 draws the initial weights and broadcasts them;
 //   2. per step, each rank takes its slice of the global batch (a fixed shuffle per epoch), backpropagates, and
 //      AggregateGradients sums the six gradient tensors and the header (loss, samples, errors) over all ranks;
-//   3. momentum SGD on sum / aggregated numSamples (CNTK's rule); with --stale, step t applies step t-1's sum
-//      (CNTK's double-buffered mode);
+//   3. momentum SGD on sum / aggregated numSamples (CNTK's rule); with --stale, the Aggregator's double-buffered
+//      mode: step t applies step t-1's sum, aggregated in the background during step t's computation;
 //   4. after each epoch: train loss, test accuracy (each rank scores a slice), compute vs aggregation time.
 #include <gradagg/aggregator.h>
 #include <mpi.h>
@@ -45,7 +45,6 @@ struct Options {
   uint64_t seed = 1;
   size_t trainSubset = 0;  // 0: all
   size_t testSubset = 0;
-  bool stale = false;
   std::string csv;
   AggregatorOptions aggregator;
 };
@@ -75,7 +74,7 @@ Dataset Load(const std::string& directory, const std::string& prefix, size_t sub
 std::string ModeName(const Options& o) {
   std::string name = o.aggregator.bits == 32 ? "float32" : std::to_string(o.aggregator.bits) + "-bit";
   if (o.aggregator.bits != 32) name += o.aggregator.errorFeedback ? " EF" : " no-EF";
-  return o.stale ? name + " stale" : name;
+  return o.aggregator.doubleBuffered ? name + " stale" : name;
 }
 
 // Parses the command line; returns false (after printing on rank 0) when the program should stop.
@@ -110,7 +109,7 @@ bool Parse(int argc, char** argv, int rank, Options& o, int& exitCode) {
       return false;
     }
     o.aggregator.errorFeedback = values.count("no-error-feedback") == 0;
-    o.stale = values.count("stale") > 0;
+    if (values.count("stale")) o.aggregator.doubleBuffered = true;
     if (o.device != "cpu" && o.device != "cuda") throw std::invalid_argument("--device must be cpu or cuda");
     if (o.epochs < 1 || o.batch < 1) throw std::invalid_argument("--epochs and --batch must be at least 1");
     Validate(o.aggregator);
@@ -147,8 +146,6 @@ int Run(const Options& o, int rank, int size) {
 
   // The gradient goes to AggregateGradients from host memory, one buffer per tensor.
   std::vector<float> gradient(model->parameterCount());
-  std::vector<float> previous;  // --stale: last step's aggregate
-  double previousSamples = 0.0;
   std::vector<GradientBuffer> buffers;
   for (const Tensor& t : model->tensors()) buffers.push_back({gradient.data() + t.offset, t.size});
   std::vector<float> batchImages(o.batch * Mlp::kInputs);
@@ -200,20 +197,28 @@ int Run(const Options& o, int rank, int size) {
       aggregator.AggregateGradients(buffers, &header);
       aggregate += Seconds(start);
 
-      // 3. The update, on this step's aggregate or (stale) the previous one.
+      // 3. The update. Double-buffered (--stale), the aggregate is the previous step's, and the first call of an
+      //    epoch has none (numSamples 0).
       start = std::chrono::steady_clock::now();
       const double total = static_cast<double>(header.numSamples);
-      if (!o.stale) {
-        model->Step(gradient, total, o.learningRate, o.momentum);
-      } else {
-        if (!previous.empty()) model->Step(previous, previousSamples, o.learningRate, o.momentum);
-        previous = gradient;
-        previousSamples = total;
-      }
+      if (total > 0) model->Step(gradient, total, o.learningRate, o.momentum);
       compute += Seconds(start);
       lossSum += header.criterion;
       samples += total;
       errors += header.evalErrors[0].errorSum;
+    }
+    // Double-buffered: the epoch's last aggregate is still out; apply it before the test.
+    GradientHeader last;
+    last.evalErrors.resize(1);
+    auto start = std::chrono::steady_clock::now();
+    if (aggregator.FlushDoubleBuffer(buffers, &last)) {
+      aggregate += Seconds(start);
+      start = std::chrono::steady_clock::now();
+      model->Step(gradient, static_cast<double>(last.numSamples), o.learningRate, o.momentum);
+      compute += Seconds(start);
+      lossSum += last.criterion;
+      samples += static_cast<double>(last.numSamples);
+      errors += last.evalErrors[0].errorSum;
     }
 
     // 4. Test accuracy: rank r scores images r, r + size, ...
@@ -253,7 +258,8 @@ int Run(const Options& o, int rank, int size) {
 }  // namespace gradagg::train
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  int threads = 0;  // the double-buffered mode aggregates on a background thread
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &threads);
   int rank = 0;
   int size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

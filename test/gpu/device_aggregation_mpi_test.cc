@@ -4,70 +4,24 @@
 // ways a caller can get it wrong. Skips itself (on every rank alike) without one GPU per rank.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda_runtime_api.h>
-#include <gtest/gtest.h>
-#include <mpi.h>
 
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "aggregator/serial_simulation.h"
-#include "gradagg/aggregator.h"
-#include "mpi_glue/node_topology.h"
-#include "quantize/cuda/device_memory.h"
-#include "test/mpi/mpi_test_support.h"
+#include "test/gpu/device_aggregation_fixture.h"
 
 namespace gradagg {
 namespace {
 
 using test::AllInputs;
+using test::DeviceAggregation;
+using test::Oracle;
 using test::IdenticalOnAllRanks;
 using test::RandomGradient;
 using test::SameBits;
 using test::WorldRank;
 using test::WorldSize;
-
-class DeviceAggregation : public ::testing::Test {
- protected:
-  void SetUp() override {
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < WorldSize())
-      GTEST_SKIP() << "needs one GPU per rank: " << WorldSize() << " ranks, " << devices << " GPUs";
-    ASSERT_EQ(cudaSetDevice(WorldRank()), cudaSuccess);
-    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
-  }
-  void TearDown() override {
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  }
-
-  // The layout and transport of this run, from the environment, with `bits`.
-  static AggregatorOptions Options(int bits) {
-    AggregatorOptions options = ApplyEnvironment(AggregatorOptions());
-    options.bits = bits;
-    options.ranksPerNode = test::TestRanksPerNode();
-    return options;
-  }
-  static SerialSimulation Oracle(const AggregatorOptions& options) {
-    const NodeTopology topology = NodeTopology::Discover(MPI_COMM_WORLD, options.ranksPerNode);
-    return SerialSimulation(topology.GatherPlacements(), options);
-  }
-
-  // One float32 call with device memory on every rank, checked against the oracle; returns the result.
-  std::vector<float> ExpectMatchesOracle(Aggregator& aggregator, SerialSimulation& oracle, size_t count,
-                                         uint32_t seed, const std::string& what) {
-    const std::vector<float> input = RandomGradient(count, seed, WorldRank());
-    DeviceBuffer gradient = DeviceBuffer::From(input);
-    aggregator.AggregateGradients({{gradient.get(), count, DataType::kFloat32}}, stream_);
-    const std::vector<float> result = gradient.ToHost<float>(count);
-    const std::vector<float> expected = oracle.Run(AllInputs(count, seed));
-    EXPECT_TRUE(SameBits(result, expected)) << what << ": differs from the serial simulation";
-    EXPECT_TRUE(IdenticalOnAllRanks(result)) << what << ": ranks differ";
-    return result;
-  }
-
-  cudaStream_t stream_ = nullptr;
-};
 
 TEST_F(DeviceAggregation, MatchesTheSimulationForEveryBitWidthAndAwkwardSize) {
   const size_t ranks = static_cast<size_t>(WorldSize());

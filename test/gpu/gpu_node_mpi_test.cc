@@ -13,7 +13,7 @@
 #include "gradagg/errors.h"
 #include "nvlink/gpu_node.h"
 #include "quantize/cuda/device_memory.h"
-#include "test/mpi/mpi_test_support.h"
+#include "test/gpu/one_gpu_per_rank.h"
 
 namespace gradagg {
 namespace {
@@ -21,19 +21,8 @@ namespace {
 using test::WorldRank;
 using test::WorldSize;
 
-class GpuNodeTest : public ::testing::Test {
+class GpuNodeTest : public test::OneGpuPerRank {
  protected:
-  void SetUp() override {
-    int devices = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < WorldSize())
-      GTEST_SKIP() << "needs one GPU per rank: " << WorldSize() << " ranks, " << devices << " GPUs";
-    ASSERT_EQ(cudaSetDevice(WorldRank()), cudaSuccess);
-    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
-  }
-  void TearDown() override {
-    if (stream_ != nullptr) cudaStreamDestroy(stream_);
-  }
-
   static GpuNodeConfig Config(size_t oneShotMaxBytes, int forcedGroupSize = 0, double timeout = 20.0) {
     GpuNodeConfig config;
     config.group.oneShotMaxBytes = oneShotMaxBytes;
@@ -42,8 +31,6 @@ class GpuNodeTest : public ::testing::Test {
     config.forcedGroupSize = forcedGroupSize;
     return config;
   }
-
-  cudaStream_t stream_ = nullptr;
 };
 
 // bits[i] = v rounded to the element type.

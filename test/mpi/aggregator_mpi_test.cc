@@ -4,32 +4,21 @@
 
 #include <numeric>
 
-#include "aggregator/serial_simulation.h"
 #include "gradagg/aggregator.h"
-#include "mpi_glue/node_topology.h"
-#include "mpi_test_support.h"
+#include "oracle_support.h"
 
 namespace gradagg {
 namespace {
 
 using test::AllInputs;
+using test::LayoutOptions;
+using test::Oracle;
 using test::IdenticalOnAllRanks;
 using test::RandomGradient;
 using test::SameBits;
 using test::WorldRank;
 using test::WorldSize;
 
-AggregatorOptions LayoutOptions(int bits = 1) {
-  AggregatorOptions options;
-  options.bits = bits;
-  options.ranksPerNode = test::TestRanksPerNode();
-  return options;
-}
-
-SerialSimulation Oracle(const AggregatorOptions& options) {
-  const NodeTopology topology = NodeTopology::Discover(MPI_COMM_WORLD, options.ranksPerNode);
-  return SerialSimulation(topology.GatherPlacements(), options);
-}
 
 // Runs one call on every rank and checks it against the simulation; returns the result.
 std::vector<float> ExpectMatchesOracle(Aggregator& aggregator, SerialSimulation& oracle, size_t count, uint32_t seed,

@@ -63,6 +63,11 @@ TEST(ParseCommandLine, NamesWhatIsWrong) {
   setenv("GRADAGG_BITS", "one", 1);
   EXPECT_NE(Parse({}).error.find("GRADAGG_BITS"), std::string::npos);
   unsetenv("GRADAGG_BITS");
+  setenv("GRADAGG_DOUBLE_BUFFERED", "1", 1);
+  EXPECT_NE(Parse({}).error.find("GRADAGG_DOUBLE_BUFFERED is for trainers"), std::string::npos);
+  setenv("GRADAGG_DOUBLE_BUFFERED", "maybe", 1);
+  EXPECT_NE(Parse({}).error.find("GRADAGG_DOUBLE_BUFFERED=maybe"), std::string::npos);
+  unsetenv("GRADAGG_DOUBLE_BUFFERED");
 }
 
 TEST(ParseCommandLine, HelpListsTheFlags) {

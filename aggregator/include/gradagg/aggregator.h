@@ -3,11 +3,14 @@
 //   gradagg::Aggregator agg(MPI_COMM_WORLD, options);
 //   agg.AggregateGradients(buffers, &header);   // in place; every rank ends with bitwise the same sum
 //   agg.AggregateGradients(deviceTensors, stream, &header);   // the same on GPUs (one GPU per rank)
+//   gradagg::PendingAggregation done = agg.AggregateGradientsAsync(buffers, &header);   // in the background
+//   ...; done.Wait();
 //
 // Three phases (DESIGN.md): an intra-node reduce-scatter through shared memory, a 1-bit-SGD-style quantized
 // exchange across nodes with error feedback, and an intra-node all-gather. On one node the result is the exact
 // float32 sum, added in local-rank order. All ranks must call with the same total size (and header shape); a
-// mismatch throws UsageError on every rank. Not thread-safe: one call at a time per Aggregator.
+// mismatch throws UsageError on every rank. Not thread-safe: call an Aggregator from one thread. Calls never overlap:
+// each one first waits for a background call still running.
 #pragma once
 
 #include <mpi.h>
@@ -20,6 +23,7 @@
 #include "gradagg/errors.h"
 #include "gradagg/gradient_header.h"
 #include "gradagg/options.h"
+#include "gradagg/pending_aggregation.h"
 
 namespace gradagg {
 
@@ -55,7 +59,8 @@ class Aggregator {
 
   // Collective. The buffers form one flat gradient, in order; on return they hold the aggregate over all ranks.
   // `header` (nullptr on every rank, or on none) is summed over all ranks; a rank whose header says
-  // numSamples == 0 contributes zero gradients.
+  // numSamples == 0 contributes zero gradients. With options.doubleBuffered, the buffers and header get the previous
+  // call's aggregate instead (device results queued on `stream`), and a call's errors are thrown by the next call.
   void AggregateGradients(const std::vector<GradientBuffer>& gradients, GradientHeader* header = nullptr);
   void AggregateGradients(float* gradient, size_t count, GradientHeader* header = nullptr);
 
@@ -67,6 +72,25 @@ class Aggregator {
   void AggregateGradients(const std::vector<DeviceGradient>& gradients, CudaStream stream,
                           GradientHeader* header = nullptr);
 
+  // Collective, in the background: the same as AggregateGradients, run by the Aggregator's own thread (and, on GPUs,
+  // its own stream, after what `stream` holds now), so it overlaps what the caller does next. Returns at once; leave
+  // the gradients and the header alone until the handle's Wait() returns. Every error, UsageError included, is
+  // thrown by Wait() (on every rank, as the blocking call throws it). MPI must run at MPI_THREAD_SERIALIZED or
+  // higher on every rank (UsageError otherwise), and while the call runs, other threads may call MPI only under
+  // MPI_THREAD_MULTIPLE. Not with options.doubleBuffered, which does this by itself.
+  PendingAggregation AggregateGradientsAsync(const std::vector<GradientBuffer>& gradients,
+                                             GradientHeader* header = nullptr);
+  PendingAggregation AggregateGradientsAsync(const std::vector<DeviceGradient>& gradients, CudaStream stream,
+                                             GradientHeader* header = nullptr);
+
+  // Double-buffered mode: waits for the aggregation the last AggregateGradients call started and writes its result
+  // (and summed header) into `gradients`, which must have that call's shapes. Returns false, touching nothing, when
+  // no aggregation is waiting. Local; the next AggregateGradients call returns zeros again. Device results are
+  // queued on `stream`.
+  bool FlushDoubleBuffer(const std::vector<GradientBuffer>& gradients, GradientHeader* header = nullptr);
+  bool FlushDoubleBuffer(const std::vector<DeviceGradient>& gradients, CudaStream stream,
+                         GradientHeader* header = nullptr);
+
   // Collective: sets up the GPU path now (otherwise the first device call does) and says what it chose: the GPU,
   // the NVLink groups of the node and the inter-node transport (CUDA-aware or staged) with the reason.
   std::string InitializeDevice();
@@ -74,6 +98,7 @@ class Aggregator {
   // Forget the quantization error carried between calls (error feedback). Local; call it on every rank.
   void ResetResiduals();
 
+  // Of the last call that finished (a background call counts once it is done).
   const AggregationStats& LastStats() const;
   const AggregatorOptions& options() const;
   int rank() const;

@@ -20,6 +20,10 @@ struct AggregatorOptions {
   int ranksPerNode = 0;           // GRADAGG_RANKS_PER_NODE: 0 = one node per host; N = emulate nodes of N ranks
   MpiTransport transport = MpiTransport::kAuto;  // GRADAGG_CUDA_AWARE_MPI: auto, on (CUDA-aware) or off (staged)
   size_t stagingChunkBytes = 4 << 20;  // GRADAGG_STAGING_CHUNK: staged transport pipelines messages in chunks of this
+  // GRADAGG_DOUBLE_BUFFERED: CNTK's one-step-stale mode. AggregateGradients hands this step's gradients to a
+  // background thread and returns the previous step's aggregate (zeros and numSamples 0 on the first call), so the
+  // aggregation overlaps the next step's computation. Needs MPI_THREAD_SERIALIZED or higher.
+  bool doubleBuffered = false;
   bool timing = false;            // GRADAGG_TIMING: measure per-phase times (LastStats)
   int traceLevel = 0;             // GRADAGG_TRACE: 0 quiet, 1 configuration at start, 2 per-call phase times
 };

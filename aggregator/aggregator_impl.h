@@ -1,0 +1,78 @@
+// The Aggregator's state, shared by aggregator.cc (construction and the blocking calls) and
+// background_aggregation.cc (AggregateGradientsAsync and the double-buffered mode).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "aggregator/background_call.h"
+#include "aggregator/cross_node_phase.h"
+#include "aggregator/device_handoff.h"
+#include "aggregator/device_path.h"
+#include "gradagg/aggregator.h"
+#include "mpi_glue/node_topology.h"
+#include "nvlink/flat_buffers.h"
+#include "nvlink/intra_node_phase.h"
+
+namespace gradagg {
+
+// CNTK's double-buffered mode: slot `filling` takes this call's gradients; the other slot holds the aggregation
+// started by the previous call.
+struct DoubleBuffer {
+  int filling = 0;
+  bool resultWaiting = false;  // the other slot's aggregation was started and its result not handed out yet
+  size_t elements[2] = {};
+  GradientHeader headers[2];
+  bool hasHeader[2] = {};
+  std::vector<float> hostSlots[2];
+};
+
+struct Aggregator::Impl {
+  AggregatorOptions options;
+  NodeTopology topology;
+  struct RankedLevel {  // MPI_2INT
+    int level = 0;
+    int rank = 0;
+  };
+  RankedLevel lowestThreadLevel;  // the lowest MPI thread level of all ranks, and a rank that has it
+  std::unique_ptr<IntraNodePhase> intraNode;
+  std::unique_ptr<CrossNodePhase> crossNode;  // only with more than one node
+  std::unique_ptr<DevicePath> device;         // from the first device call on
+  std::unique_ptr<DeviceHandoff> handoff;     // from the first background device call on
+  bool shaped = false;
+  size_t length = 0;
+  std::vector<ElementRange> shards;
+  std::vector<float> stripe;
+  AggregationStats stats;  // of the last call that finished and was settled
+  DoubleBuffer buffered;
+  std::shared_ptr<detail::BackgroundCall> pending;  // the last background call, until settled
+  detail::BackgroundThread background;              // last: joined before the phases it uses are destroyed
+
+  void Reshape(size_t elements);
+
+  // One whole call on the calling thread, agreement included; `problem` is this rank's own complaint ("" if none).
+  AggregationStats RunHost(const FlatBuffers& flat, GradientHeader* header, const std::string& problem);
+  AggregationStats RunDevice(const std::vector<DeviceGradient>& gradients, CudaStream stream, GradientHeader* header,
+                             const std::string& problem);
+
+  // Waits for the pending background call, keeps its stats, and throws its error unless a PendingAggregation
+  // already did. Every call but LastStats starts here: calls never overlap.
+  void Settle();
+  // Throws UsageError (the same on every rank) unless background calls are possible.
+  void RequireBackground(const char* call) const;
+  // The GPU a device call must run on: the one of earlier device calls, or -1 before the first.
+  int BoundDevice() const;
+
+  // The double-buffered form of AggregateGradients.
+  void DoubleBufferedCall(const std::vector<GradientBuffer>& gradients, GradientHeader* header);
+  void DoubleBufferedCall(const std::vector<DeviceGradient>& gradients, CudaStream stream, GradientHeader* header);
+
+  // With traceLevel >= 2: one line of a call's phase times.
+  void TraceCall(size_t elements, const AggregationStats& call) const;
+};
+
+// The flat view of host buffers; `problem` gets what is wrong with them (and the view is empty then).
+FlatBuffers FlattenHostGradients(const std::vector<GradientBuffer>& gradients, std::string* problem);
+
+}  // namespace gradagg

@@ -40,6 +40,14 @@ class DeviceGuard {
   int previous_ = 0;
 };
 
+// Two-shot blocks when the config leaves it open. Measured on 4 H200s (bench/results/
+// h200_nvlink_twoshot_blocks_interleaved.txt): 2 GPUs run best with one block per multiprocessor, 4 GPUs with 24-33
+// (132 blocks lose 10-15% at >= 32 MiB: more requests in flight than the links serve). 8 GPUs: 16, unmeasured.
+int DefaultTwoShotBlocks(int ranks, int multiprocessors) {
+  if (ranks <= 2) return std::min(kMaxBlocks, multiprocessors);
+  return std::min(multiprocessors, ranks <= 4 ? 32 : 16);
+}
+
 template <typename T, bool kReduce, bool kPushToAll>
 void LaunchTwoShotKernel(int ranks, int blocks, int threads, const device::TwoShotArgs& args, cudaStream_t stream) {
   switch (ranks) {
@@ -58,6 +66,7 @@ void LaunchTwoShotKernel(int ranks, int blocks, int threads, const device::TwoSh
   }
   GRADAGG_CUDA_CHECK_LAUNCH("TwoShotKernel");
 }
+
 
 }  // namespace
 
@@ -381,9 +390,10 @@ void PeerGroup::LaunchTwoShot(const TwoShotCall& call, ElementType type, cudaStr
   args.inputShift = call.inputShift;
   args.outputShift = call.outputShift;
   args.vector = vector;
+  args.interleaved = config_.interleaved;
   args.barrier = Barrier();
   const size_t perBlock = static_cast<size_t>(config_.threads) * (16 / elementBytes);
-  const int most = config_.blocks > 0 ? config_.blocks : std::min(kMaxBlocks, multiprocessors_);
+  const int most = config_.blocks > 0 ? config_.blocks : DefaultTwoShotBlocks(ranks(), multiprocessors_);
   const int blocks = static_cast<int>(std::clamp<size_t>((call.largestShard + perBlock - 1) / perBlock, 1, most));
   cuda_detail::WithElementType(type, [&](auto element) {
     using T = decltype(element);

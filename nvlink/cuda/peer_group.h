@@ -46,8 +46,9 @@ struct PeerGroupConfig {
   size_t oneShotMaxBytes = kAutomatic;  // allreduce at or below this: one-shot (kAutomatic: by group size)
   size_t stagingBytes = 64 << 20;       // per rank, for two-shot allreduce of unregistered buffers
   double timeoutSeconds = 60.0;         // a barrier waiting longer reports the peer that never came
-  int blocks = 0;                       // two-shot blocks; 0: one per multiprocessor
+  int blocks = 0;                       // two-shot blocks; 0: by group size (2: one per multiprocessor, 4: 32)
   int threads = 512;                    // per block, 32 .. 512
+  bool interleaved = true;              // two-shot blocks take interleaved chunks (false: one slice each)
 };
 
 class PeerGroup {

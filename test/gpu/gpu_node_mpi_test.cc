@@ -23,8 +23,9 @@ using test::WorldSize;
 
 class GpuNodeTest : public test::OneGpuPerRank {
  protected:
+  // The environment's GRADAGG_NVLINK_* settings (blocks, layout), then the test's own.
   static GpuNodeConfig Config(size_t oneShotMaxBytes, int forcedGroupSize = 0, double timeout = 20.0) {
-    GpuNodeConfig config;
+    GpuNodeConfig config = GpuNodeConfigFromEnvironment();
     config.group.oneShotMaxBytes = oneShotMaxBytes;
     config.group.stagingBytes = 1 << 20;  // small, so staged calls take several chunks
     config.group.timeoutSeconds = timeout;
@@ -147,6 +148,15 @@ TEST_F(GpuNodeTest, OneShotAllReduceIsTheRankOrderSum) {
 TEST_F(GpuNodeTest, TwoShotAllReduceOnRegisteredBuffersIsTheRankOrderSum) {
   GpuNode node(MPI_COMM_WORLD, Config(0));
   uint32_t seed = 100;
+  for (ElementType type : kTypes)
+    for (size_t count : kCounts) CheckAllReduce(node, {count, type, 0, 0}, true, ++seed, stream_);
+}
+
+TEST_F(GpuNodeTest, TwoShotWithOneSlicePerBlockIsTheRankOrderSumToo) {
+  GpuNodeConfig config = Config(0);
+  config.group.interleaved = false;  // GRADAGG_NVLINK_INTERLEAVED=0
+  GpuNode node(MPI_COMM_WORLD, config);
+  uint32_t seed = 150;
   for (ElementType type : kTypes)
     for (size_t count : kCounts) CheckAllReduce(node, {count, type, 0, 0}, true, ++seed, stream_);
 }

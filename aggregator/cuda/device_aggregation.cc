@@ -6,7 +6,8 @@
 //   3. intra-node all-gather over NVLink into the flat buffer;
 //   4. scatter the flat buffer back into the caller's tensors, rounded to their types.
 //
-// One rank per node: the stripe is the flat buffer. One node: phase 2 is skipped.
+// One rank per node: the stripe is the flat buffer. One node: phase 2 is skipped, and phases 1 and 3 are the fused
+// allreduce.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -210,10 +211,14 @@ void GpuPath::Run(const std::vector<DeviceGradient>& gradients, size_t elements,
     GRADAGG_CUDA_CHECK(cudaMemsetAsync(flat, 0, elements * sizeof(float), stream));
   }
 
-  // 1. Intra-node reduce-scatter.
+  // 1. Intra-node reduce-scatter. One node: phases 1 and 3 at once, as the fused allreduce in place (the same sums
+  //    in local-rank order), its time reported as the reduce-scatter's.
   const ElementRange mine = shards_[static_cast<size_t>(localRank_)];
+  const bool oneNode = node_ && !cross_;
   float* stripe = flat;
-  if (node_) {
+  if (oneNode) {
+    node_->AllReduce(flat, flat, elements, ElementType::kFloat32, stream);
+  } else if (node_) {
     stripe = stripe_.as<float>();
     node_->ReduceScatter(flat, shards_, stripe, stream);
   }
@@ -228,7 +233,7 @@ void GpuPath::Run(const std::vector<DeviceGradient>& gradients, size_t elements,
   }
 
   // 3. Intra-node all-gather, then 4. back into the caller's tensors.
-  if (node_) node_->AllGather(stripe, shards_, flat, stream);
+  if (node_ && !oneNode) node_->AllGather(stripe, shards_, flat, stream);
   size_t offset = 0;
   for (const DeviceGradient& tensor : gradients) {
     ConvertFromFloat32(flat + offset, tensor.count, tensor.data, ElementTypeOf(tensor.type), stream);

@@ -2,6 +2,7 @@
 // background_aggregation.cc (AggregateGradientsAsync and the double-buffered mode).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,9 +65,16 @@ struct Aggregator::Impl {
   // The GPU a device call must run on: the one of earlier device calls, or -1 before the first.
   int BoundDevice() const;
 
-  // The double-buffered form of AggregateGradients.
+  // The start of every AggregateGradientsAsync call: settles, and refuses what cannot run in the background.
+  void BeginAsyncCall();
+
+  // The double-buffered form of AggregateGradients, and its steps: settle the previous call (true when its result
+  // waits to be handed out), keep this call's header in `slot`, start the aggregation of `slot`.
   void DoubleBufferedCall(const std::vector<GradientBuffer>& gradients, GradientHeader* header);
   void DoubleBufferedCall(const std::vector<DeviceGradient>& gradients, CudaStream stream, GradientHeader* header);
+  bool SettleBuffered();
+  void CaptureHeader(int slot, const GradientHeader* header);
+  void StartBuffered(int slot, std::function<AggregationStats()> job);
 
   // With traceLevel >= 2: one line of a call's phase times.
   void TraceCall(size_t elements, const AggregationStats& call) const;

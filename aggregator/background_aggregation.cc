@@ -1,5 +1,6 @@
 // AggregateGradientsAsync and CNTK's double-buffered mode: the blocking call, run on the Aggregator's background
 // thread. One call at a time: every call first settles the one before it.
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -47,14 +48,35 @@ void Aggregator::Impl::RequireBackground(const char* call) const {
                    ThreadLevelName(lowestThreadLevel.level));
 }
 
+void Aggregator::Impl::BeginAsyncCall() {
+  Settle();
+  RequireBackground("AggregateGradientsAsync");
+  if (options.doubleBuffered)
+    throw UsageError("AggregateGradientsAsync: this Aggregator is double-buffered, which already runs in the "
+                     "background; call AggregateGradients (" + RankAndHost() + ")");
+}
+
+bool Aggregator::Impl::SettleBuffered() {
+  const bool waiting = std::exchange(buffered.resultWaiting, false);
+  Settle();
+  return waiting;
+}
+
+void Aggregator::Impl::CaptureHeader(int slot, const GradientHeader* header) {
+  buffered.hasHeader[slot] = header != nullptr;
+  if (header != nullptr) buffered.headers[slot] = *header;
+}
+
+void Aggregator::Impl::StartBuffered(int slot, std::function<AggregationStats()> job) {
+  pending = background.Start(std::move(job));
+  buffered.resultWaiting = true;
+  buffered.filling = 1 - slot;
+}
+
 PendingAggregation Aggregator::AggregateGradientsAsync(const std::vector<GradientBuffer>& gradients,
                                                        GradientHeader* header) {
   Impl& self = *impl_;
-  self.Settle();
-  self.RequireBackground("AggregateGradientsAsync");
-  if (self.options.doubleBuffered)
-    throw UsageError("AggregateGradientsAsync: this Aggregator is double-buffered, which already runs in the "
-                     "background; call AggregateGradients (" + RankAndHost() + ")");
+  self.BeginAsyncCall();
   std::string problem;
   FlatBuffers flat = FlattenHostGradients(gradients, &problem);
   self.pending = self.background.Start(
@@ -65,11 +87,7 @@ PendingAggregation Aggregator::AggregateGradientsAsync(const std::vector<Gradien
 PendingAggregation Aggregator::AggregateGradientsAsync(const std::vector<DeviceGradient>& gradients,
                                                        CudaStream stream, GradientHeader* header) {
   Impl& self = *impl_;
-  self.Settle();
-  self.RequireBackground("AggregateGradientsAsync");
-  if (self.options.doubleBuffered)
-    throw UsageError("AggregateGradientsAsync: this Aggregator is double-buffered, which already runs in the "
-                     "background; call AggregateGradients (" + RankAndHost() + ")");
+  self.BeginAsyncCall();
   const std::string problem = DeviceGradientProblem(gradients, self.BoundDevice());
   if (problem.empty()) {
     if (!self.handoff) self.handoff = MakeDeviceHandoff();
@@ -92,12 +110,10 @@ void Aggregator::Impl::DoubleBufferedCall(const std::vector<GradientBuffer>& gra
   capture.resize(flat.size());
   flat.CopyOut({0, flat.size()}, capture.data());
   buffered.elements[slot] = flat.size();
-  buffered.hasHeader[slot] = header != nullptr;
-  if (header != nullptr) buffered.headers[slot] = *header;
+  CaptureHeader(slot, header);
 
   // The previous call's aggregate replaces the gradients; zeros when there is none or it does not fit.
-  const bool waiting = std::exchange(buffered.resultWaiting, false);
-  Settle();
+  const bool waiting = SettleBuffered();
   const bool fits = buffered.elements[previous] == flat.size() && buffered.hasHeader[previous] == (header != nullptr);
   if (waiting && fits && problem.empty()) {
     flat.CopyIn({0, flat.size()}, buffered.hostSlots[previous].data());
@@ -110,13 +126,11 @@ void Aggregator::Impl::DoubleBufferedCall(const std::vector<GradientBuffer>& gra
     if (header != nullptr) *header = ZeroedLike(*header);
   }
 
-  pending = background.Start([this, slot, problem] {
+  StartBuffered(slot, [this, slot, problem] {
     std::vector<float>& values = buffered.hostSlots[slot];
     const FlatBuffers snapshot({{values.data(), values.size()}});
     return RunHost(snapshot, buffered.hasHeader[slot] ? &buffered.headers[slot] : nullptr, problem);
   });
-  buffered.resultWaiting = true;
-  buffered.filling = previous;
 }
 
 void Aggregator::Impl::DoubleBufferedCall(const std::vector<DeviceGradient>& gradients, CudaStream stream,
@@ -131,11 +145,9 @@ void Aggregator::Impl::DoubleBufferedCall(const std::vector<DeviceGradient>& gra
     capture = handoff->Capture(slot, gradients, stream);
     handoff->Mark(stream);
   }
-  buffered.hasHeader[slot] = header != nullptr;
-  if (header != nullptr) buffered.headers[slot] = *header;
+  CaptureHeader(slot, header);
 
-  const bool waiting = std::exchange(buffered.resultWaiting, false);
-  Settle();
+  const bool waiting = SettleBuffered();
   const bool restored = waiting && problem.empty() && buffered.hasHeader[previous] == (header != nullptr) &&
                         handoff->Restore(previous, gradients, stream);
   if (restored) {
@@ -148,20 +160,16 @@ void Aggregator::Impl::DoubleBufferedCall(const std::vector<DeviceGradient>& gra
     if (header != nullptr) *header = ZeroedLike(*header);
   }
 
-  pending = background.Start([this, slot, capture, problem] {
+  StartBuffered(slot, [this, slot, capture, problem] {
     const CudaStream work = problem.empty() ? handoff->Resume() : nullptr;
     return RunDevice(capture, work, buffered.hasHeader[slot] ? &buffered.headers[slot] : nullptr, problem);
   });
-  buffered.resultWaiting = true;
-  buffered.filling = previous;
 }
 
 bool Aggregator::FlushDoubleBuffer(const std::vector<GradientBuffer>& gradients, GradientHeader* header) {
   Impl& self = *impl_;
   DoubleBuffer& buffered = self.buffered;
-  const bool waiting = std::exchange(buffered.resultWaiting, false);
-  self.Settle();
-  if (!waiting) return false;
+  if (!self.SettleBuffered()) return false;
   const int slot = 1 - buffered.filling;
   std::string problem;
   const FlatBuffers flat = FlattenHostGradients(gradients, &problem);
@@ -178,9 +186,7 @@ bool Aggregator::FlushDoubleBuffer(const std::vector<DeviceGradient>& gradients,
                                    GradientHeader* header) {
   Impl& self = *impl_;
   DoubleBuffer& buffered = self.buffered;
-  const bool waiting = std::exchange(buffered.resultWaiting, false);
-  self.Settle();
-  if (!waiting) return false;
+  if (!self.SettleBuffered()) return false;
   const int slot = 1 - buffered.filling;
   if (!self.handoff || !self.handoff->Restore(slot, gradients, stream))
     throw UsageError("FlushDoubleBuffer: the device tensors differ in number, size or type from the waiting "

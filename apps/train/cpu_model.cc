@@ -8,19 +8,25 @@ namespace {
 
 class CpuModel : public Model {
  public:
+  CpuModel() : gradient_(mlp_.parameters().size()), velocity_(mlp_.parameters().size()) {
+    for (const Tensor& t : mlp_.tensors()) tensors_.host.push_back({gradient_.data() + t.offset, t.size});
+  }
+  CpuModel(const CpuModel&) = delete;
+  CpuModel& operator=(const CpuModel&) = delete;
+
   const std::vector<Tensor>& tensors() const override { return mlp_.tensors(); }
   size_t parameterCount() const override { return mlp_.parameters().size(); }
   void SetParameters(const std::vector<float>& values) override { mlp_.parameters() = values; }
 
-  BatchResult ComputeGradient(const float* images, const uint8_t* labels, size_t count,
-                              std::vector<float>& gradient) override {
-    gradient.assign(parameterCount(), 0.0f);
-    return mlp_.Backpropagate(images, labels, count, gradient);
+  BatchResult ComputeGradient(const float* images, const uint8_t* labels, size_t count) override {
+    std::fill(gradient_.begin(), gradient_.end(), 0.0f);
+    return mlp_.Backpropagate(images, labels, count, gradient_);
   }
 
-  void Step(const std::vector<float>& gradientSum, double samples, float learningRate, float momentum) override {
-    velocity_.resize(parameterCount(), 0.0f);
-    MomentumStep(mlp_.parameters(), velocity_, gradientSum, samples, learningRate, momentum);
+  const GradientTensors& gradient() const override { return tensors_; }
+
+  void Step(double samples, float learningRate, float momentum) override {
+    MomentumStep(mlp_.parameters(), velocity_, gradient_, samples, learningRate, momentum);
   }
 
   uint64_t CountErrors(const float* images, const uint8_t* labels, size_t count) override {
@@ -29,7 +35,9 @@ class CpuModel : public Model {
 
  private:
   Mlp mlp_;
+  std::vector<float> gradient_;  // never reallocated: tensors_ points into it
   std::vector<float> velocity_;
+  GradientTensors tensors_;
 };
 
 }  // namespace

@@ -125,8 +125,14 @@ class CudaModel : public Model {
     parameters_.Resize(n);
     velocity_.Resize(n);
     gradient_.Resize(n);
+    // cuBLAS and the kernels run on the legacy default stream, so that is the gradient's stream too.
+    for (const Tensor& t : layout_.tensors())
+      tensors_.device.push_back({gradient_.get() + t.offset, t.size, DataType::kFloat32});
+    tensors_.stream = nullptr;
   }
   ~CudaModel() override { cublasDestroy(handle_); }
+  CudaModel(const CudaModel&) = delete;
+  CudaModel& operator=(const CudaModel&) = delete;
 
   const std::vector<Tensor>& tensors() const override { return layout_.tensors(); }
   size_t parameterCount() const override { return layout_.parameters().size(); }
@@ -136,8 +142,7 @@ class CudaModel : public Model {
           "cudaMemcpy parameters");
   }
 
-  BatchResult ComputeGradient(const float* images, const uint8_t* labels, size_t count,
-                              std::vector<float>& gradient) override {
+  BatchResult ComputeGradient(const float* images, const uint8_t* labels, size_t count) override {
     Forward(images, labels, count);
     // Loss, errors and delta = p - onehot(label) at the logits.
     delta_.Resize(count * Mlp::kClasses);
@@ -169,18 +174,16 @@ class CudaModel : public Model {
       CheckLaunch("ReluMaskKernel");
       delta_.swap(nextDelta_);
     }
-    gradient.resize(parameterCount());
-    Check(cudaMemcpy(gradient.data(), gradient_.get(), gradient.size() * sizeof(float), cudaMemcpyDeviceToHost),
-          "cudaMemcpy gradient");
     return Totals(count, true);
   }
 
-  void Step(const std::vector<float>& gradientSum, double samples, float learningRate, float momentum) override {
-    Check(cudaMemcpy(gradient_.get(), gradientSum.data(), gradientSum.size() * sizeof(float), cudaMemcpyHostToDevice),
-          "cudaMemcpy aggregated gradient");
+  const GradientTensors& gradient() const override { return tensors_; }
+
+  void Step(double samples, float learningRate, float momentum) override {
+    const size_t n = parameterCount();
     const float scale = samples > 0.0 ? static_cast<float>(1.0 / samples) : 0.0f;
-    MomentumKernel<<<Blocks(gradientSum.size()), kThreads>>>(parameters_.get(), velocity_.get(), gradient_.get(),
-                                                             gradientSum.size(), scale, learningRate, momentum);
+    MomentumKernel<<<Blocks(n), kThreads>>>(parameters_.get(), velocity_.get(), gradient_.get(), n, scale,
+                                            learningRate, momentum);
     CheckLaunch("MomentumKernel");
   }
 
@@ -254,6 +257,7 @@ class CudaModel : public Model {
   DeviceArray<float> activations_[kLayers];
   DeviceArray<uint8_t> labels_, wrong_;
   DeviceArray<double> loss_;
+  GradientTensors tensors_;  // gradient_'s tensors, for AggregateGradients
 };
 
 }  // namespace

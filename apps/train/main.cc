@@ -5,7 +5,8 @@
 //
 //   1. every rank loads the data; rank 0 draws the initial weights and broadcasts them;
 //   2. per step, each rank takes its slice of the global batch (a fixed shuffle per epoch), backpropagates, and
-//      AggregateGradients sums the six gradient tensors and the header (loss, samples, errors) over all ranks;
+//      AggregateGradients sums the six gradient tensors (in host memory, or on the GPU with --device cuda) and the
+//      header (loss, samples, errors) over all ranks;
 //   3. momentum SGD on sum / aggregated numSamples (CNTK's rule); with --stale, the Aggregator's double-buffered
 //      mode: step t applies step t-1's sum, aggregated in the background during step t's computation;
 //   4. after each epoch: train loss, test accuracy (each rank scores a slice), compute vs aggregation time.
@@ -121,6 +122,21 @@ bool Parse(int argc, char** argv, int rank, Options& o, int& exitCode) {
   return true;
 }
 
+// AggregateGradients (and FlushDoubleBuffer) wherever the model keeps its gradient; device calls return with the
+// result in place.
+void Aggregate(Aggregator& aggregator, const GradientTensors& gradient, GradientHeader* header) {
+  if (gradient.onDevice()) {
+    aggregator.AggregateGradients(gradient.device, gradient.stream, header);
+  } else {
+    aggregator.AggregateGradients(gradient.host, header);
+  }
+}
+
+bool Flush(Aggregator& aggregator, const GradientTensors& gradient, GradientHeader* header) {
+  return gradient.onDevice() ? aggregator.FlushDoubleBuffer(gradient.device, gradient.stream, header)
+                             : aggregator.FlushDoubleBuffer(gradient.host, header);
+}
+
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
@@ -143,11 +159,9 @@ int Run(const Options& o, int rank, int size) {
   MPI_Bcast(initial.parameters().data(), static_cast<int>(initial.parameters().size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
   model->SetParameters(initial.parameters());
   Aggregator aggregator(MPI_COMM_WORLD, o.aggregator);
-
-  // The gradient goes to AggregateGradients from host memory, one buffer per tensor.
-  std::vector<float> gradient(model->parameterCount());
-  std::vector<GradientBuffer> buffers;
-  for (const Tensor& t : model->tensors()) buffers.push_back({gradient.data() + t.offset, t.size});
+  const GradientTensors& gradient = model->gradient();
+  // On GPUs the gradient goes to AggregateGradients from device memory: say which path the library chose.
+  const std::string devicePath = gradient.onDevice() ? aggregator.InitializeDevice() : "";
   std::vector<float> batchImages(o.batch * Mlp::kInputs);
   std::vector<uint8_t> batchLabels(o.batch);
   std::vector<size_t> order(train.count());
@@ -158,6 +172,7 @@ int Run(const Options& o, int rank, int size) {
         "# train: %s on %s, %d ranks as %d nodes x %d, %zu steps/epoch of %zu x %d samples, lr %g momentum %g\n",
         ModeName(o).c_str(), o.device.c_str(), size, aggregator.nodeCount(), aggregator.ranksPerNode(), stepsPerEpoch,
         o.batch, size, static_cast<double>(o.learningRate), static_cast<double>(o.momentum));
+    if (!devicePath.empty()) std::printf("# gradient aggregated on the GPU: %s\n", devicePath.c_str());
     std::printf("# %5s %7s %10s %9s %9s %10s %12s\n", "epoch", "steps", "train_loss", "train_err", "test_acc",
                 "compute_s", "aggregate_s");
     if (!o.csv.empty()) {
@@ -185,7 +200,7 @@ int Run(const Options& o, int rank, int size) {
                     batchImages.begin() + static_cast<long>(s * Mlp::kInputs));
         batchLabels[s] = train.labels[index];
       }
-      const BatchResult result = model->ComputeGradient(batchImages.data(), batchLabels.data(), o.batch, gradient);
+      const BatchResult result = model->ComputeGradient(batchImages.data(), batchLabels.data(), o.batch);
       compute += Seconds(start);
 
       start = std::chrono::steady_clock::now();
@@ -194,14 +209,14 @@ int Run(const Options& o, int rank, int size) {
       header.numSamplesWithLabel = o.batch;
       header.criterion = result.lossSum;
       header.evalErrors = {{static_cast<double>(result.errors), o.batch}};
-      aggregator.AggregateGradients(buffers, &header);
+      Aggregate(aggregator, gradient, &header);
       aggregate += Seconds(start);
 
       // 3. The update. Double-buffered (--stale), the aggregate is the previous step's, and the first call of an
       //    epoch has none (numSamples 0).
       start = std::chrono::steady_clock::now();
       const double total = static_cast<double>(header.numSamples);
-      if (total > 0) model->Step(gradient, total, o.learningRate, o.momentum);
+      if (total > 0) model->Step(total, o.learningRate, o.momentum);
       compute += Seconds(start);
       lossSum += header.criterion;
       samples += total;
@@ -211,10 +226,10 @@ int Run(const Options& o, int rank, int size) {
     GradientHeader last;
     last.evalErrors.resize(1);
     auto start = std::chrono::steady_clock::now();
-    if (aggregator.FlushDoubleBuffer(buffers, &last)) {
+    if (Flush(aggregator, gradient, &last)) {
       aggregate += Seconds(start);
       start = std::chrono::steady_clock::now();
-      model->Step(gradient, static_cast<double>(last.numSamples), o.learningRate, o.momentum);
+      model->Step(static_cast<double>(last.numSamples), o.learningRate, o.momentum);
       compute += Seconds(start);
       lossSum += last.criterion;
       samples += static_cast<double>(last.numSamples);

@@ -1,7 +1,11 @@
 // What the training loop needs from a model, whatever computes it: the CPU MLP (mlp.h) or the CUDA one
-// (cuda_model.h). Gradients and parameters cross this interface in host memory, in the MLP's flat layout; a GPU
-// model copies them (the gradient through host memory is also how it reaches AggregateGradients for now).
+// (cuda_model.cu). Parameters cross this interface in host memory, in the MLP's flat layout. The gradient stays
+// where the model computes it (host memory, or GPU memory on the model's stream) and goes to AggregateGradients
+// from there, which writes the sum over all ranks back in place.
 #pragma once
+
+#include <gradagg/device_gradient.h>
+#include <gradagg/gradient_buffer.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +17,15 @@
 
 namespace gradagg::train {
 
+// A model's gradient as AggregateGradients takes it: one entry per parameter tensor, in host memory (CPU model) or
+// in device memory ordered on `stream` (GPU model).
+struct GradientTensors {
+  std::vector<GradientBuffer> host;
+  std::vector<DeviceGradient> device;
+  CudaStream stream = nullptr;
+  bool onDevice() const { return !device.empty(); }
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -21,12 +34,14 @@ class Model {
   virtual size_t parameterCount() const = 0;
   virtual void SetParameters(const std::vector<float>& parameters) = 0;
 
-  // Gradient of the summed loss over `count` samples, written (not added) to `gradient` (host, flat layout).
-  virtual BatchResult ComputeGradient(const float* images, const uint8_t* labels, size_t count,
-                                      std::vector<float>& gradient) = 0;
+  // Gradient of the summed loss over `count` samples, written (not added) to gradient().
+  virtual BatchResult ComputeGradient(const float* images, const uint8_t* labels, size_t count) = 0;
 
-  // Momentum SGD on an aggregated gradient sum (see MomentumStep).
-  virtual void Step(const std::vector<float>& gradientSum, double samples, float learningRate, float momentum) = 0;
+  // Where the gradient lives; the tensors stay the same for the model's life.
+  virtual const GradientTensors& gradient() const = 0;
+
+  // Momentum SGD (see MomentumStep) on the aggregated gradient sum that gradient() now holds.
+  virtual void Step(double samples, float learningRate, float momentum) = 0;
 
   virtual uint64_t CountErrors(const float* images, const uint8_t* labels, size_t count) = 0;
 };

@@ -170,7 +170,9 @@ void PeerGroup::Register(void* buffer, size_t bytes) {
 
 void PeerGroup::Deregister(void* buffer) {
   DeviceGuard guard(device_);
-  // Collective, so no rank unmaps while a peer may still be in a call on it.
+  // Collective, so no rank unmaps while a peer may still be in a call on it, and no rank returns (to free its
+  // buffer) while a peer still maps it: freeing exported memory before every importer has closed it is undefined in
+  // CUDA IPC (cuIpcOpenMemHandle's documentation).
   GRADAGG_CUDA_CHECK(cudaDeviceSynchronize());
   const char flag = 0;
   AllGatherRecord(&flag, 1);
@@ -179,6 +181,7 @@ void PeerGroup::Deregister(void* buffer) {
   if (found == registrations_.end()) throw UsageError("Deregister of a buffer that was never registered");
   Unmap(*found);
   registrations_.erase(found);
+  AllGatherRecord(&flag, 1);
 }
 
 PeerGroup::Lookup PeerGroup::Find(const void* buffer, size_t bytes, Located& located) const {

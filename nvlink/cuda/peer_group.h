@@ -68,8 +68,8 @@ class PeerGroup {
 
   // Collective: every rank registers (or deregisters) its own buffer, all in the same order. Calls on a registered
   // buffer must use the same offset into it on every rank (checked at the first barrier). Deregister before freeing:
-  // a registration whose allocation is gone is never used (calls stage instead), but CUDA IPC may refuse this
-  // process's later exports of that address range.
+  // it returns once no peer maps the buffer any more, and freeing memory that a peer still maps is undefined in CUDA
+  // IPC. A registration whose allocation is gone anyway is never used (calls stage instead).
   void Register(void* buffer, size_t bytes);
   void Deregister(void* buffer);
   // Whether [buffer, buffer + bytes) lies in a registration whose allocation is still the one registered.

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -20,6 +21,60 @@ double RelativeL2(const std::vector<float>& a, const std::vector<float>& b) {
     norm += static_cast<double>(b[i]) * b[i];
   }
   return std::sqrt(difference / norm);
+}
+
+// The model's gradient, flat, wherever it lives; and the other way.
+std::vector<float> ReadGradient(const Model& model) {
+  std::vector<float> values(model.parameterCount(), -1.0f);
+  const GradientTensors& gradient = model.gradient();
+  size_t offset = 0;
+  for (const GradientBuffer& buffer : gradient.host) {
+    std::copy_n(buffer.data, buffer.count, values.begin() + static_cast<long>(offset));
+    offset += buffer.count;
+  }
+  for (const DeviceGradient& tensor : gradient.device) {
+    EXPECT_EQ(tensor.type, DataType::kFloat32);
+    EXPECT_EQ(cudaMemcpy(values.data() + offset, tensor.data, tensor.count * sizeof(float), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    offset += tensor.count;
+  }
+  EXPECT_EQ(offset, values.size());
+  return values;
+}
+
+// Writes `values` where AggregateGradients would write the aggregate.
+void WriteGradient(const Model& model, const std::vector<float>& values) {
+  const GradientTensors& gradient = model.gradient();
+  size_t offset = 0;
+  for (const GradientBuffer& buffer : gradient.host) {
+    std::copy_n(values.begin() + static_cast<long>(offset), buffer.count, buffer.data);
+    offset += buffer.count;
+  }
+  for (const DeviceGradient& tensor : gradient.device) {
+    ASSERT_EQ(cudaMemcpy(tensor.data, values.data() + offset, tensor.count * sizeof(float), cudaMemcpyHostToDevice),
+              cudaSuccess);
+    offset += tensor.count;
+  }
+  ASSERT_EQ(offset, values.size());
+}
+
+TEST(CudaModel, KeepsItsGradientOnTheGpuInTheCpuModelsLayout) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) GTEST_SKIP() << "no CUDA device";
+  const std::unique_ptr<Model> cpu = MakeCpuModel();
+  const std::unique_ptr<Model> gpu = MakeCudaModel(0);
+  ASSERT_TRUE(gpu->gradient().onDevice());
+  ASSERT_TRUE(gpu->gradient().host.empty());
+  ASSERT_FALSE(cpu->gradient().onDevice());
+  ASSERT_EQ(gpu->gradient().device.size(), cpu->tensors().size());
+  ASSERT_EQ(cpu->gradient().host.size(), cpu->tensors().size());
+  for (size_t t = 0; t < cpu->tensors().size(); ++t) {
+    EXPECT_EQ(gpu->gradient().device[t].count, cpu->tensors()[t].size) << "tensor " << t;
+    EXPECT_EQ(cpu->gradient().host[t].count, cpu->tensors()[t].size) << "tensor " << t;
+    cudaPointerAttributes attributes{};
+    ASSERT_EQ(cudaPointerGetAttributes(&attributes, gpu->gradient().device[t].data), cudaSuccess);
+    EXPECT_EQ(attributes.type, cudaMemoryTypeDevice) << "tensor " << t;
+  }
 }
 
 TEST(CudaModel, AgreesWithTheCpuModel) {
@@ -40,17 +95,17 @@ TEST(CudaModel, AgreesWithTheCpuModel) {
   cpu->SetParameters(initial.parameters());
   gpu->SetParameters(initial.parameters());
 
+  WriteGradient(*gpu, std::vector<float>(gpu->parameterCount(), 7.0f));  // must be overwritten, not added to
   for (int step = 0; step < 3; ++step) {
-    std::vector<float> cpuGradient;
-    std::vector<float> gpuGradient(17, 1.0f);  // wrong size on purpose: it must be resized and overwritten
-    const BatchResult a = cpu->ComputeGradient(images.data(), labels.data(), kCount, cpuGradient);
-    const BatchResult b = gpu->ComputeGradient(images.data(), labels.data(), kCount, gpuGradient);
-    ASSERT_EQ(gpuGradient.size(), cpuGradient.size());
-    EXPECT_LT(RelativeL2(gpuGradient, cpuGradient), 1e-4) << "step " << step;
+    const BatchResult a = cpu->ComputeGradient(images.data(), labels.data(), kCount);
+    const BatchResult b = gpu->ComputeGradient(images.data(), labels.data(), kCount);
+    const std::vector<float> cpuGradient = ReadGradient(*cpu);
+    EXPECT_LT(RelativeL2(ReadGradient(*gpu), cpuGradient), 1e-4) << "step " << step;
     EXPECT_NEAR(b.lossSum, a.lossSum, 1e-4 * a.lossSum) << "step " << step;
     EXPECT_LE(std::abs(static_cast<long>(b.errors) - static_cast<long>(a.errors)), 1) << "step " << step;
-    cpu->Step(cpuGradient, kCount, 0.1f, 0.5f);
-    gpu->Step(cpuGradient, kCount, 0.1f, 0.5f);  // the same aggregate, as every rank applies
+    WriteGradient(*gpu, cpuGradient);  // the same aggregate, as every rank applies
+    cpu->Step(kCount, 0.1f, 0.5f);
+    gpu->Step(kCount, 0.1f, 0.5f);
   }
   EXPECT_LE(std::abs(static_cast<long>(gpu->CountErrors(images.data(), labels.data(), kCount)) -
                      static_cast<long>(cpu->CountErrors(images.data(), labels.data(), kCount))),

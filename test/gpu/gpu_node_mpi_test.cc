@@ -304,18 +304,21 @@ TEST_F(GpuNodeTest, APeerThatNeverArrivesIsNamedAfterTheTimeout) {
 // Last on purpose: freeing a buffer that peers still map is the user's mistake, and CUDA's IPC on the exporting rank
 // may refuse later exports of that address range in this process (seen on H200s: cudaIpcOpenMemHandle then fails
 // with "invalid argument"). The call itself must neither use the stale mapping nor go wrong.
+// A registration whose allocation was freed without Deregister (the user's mistake) is recognised by the
+// allocation's identity, even when the new allocation has the same address, and is never used: the call stages.
+// Each rank does this in a node of its own: with peers, freeing memory they still map is undefined in CUDA IPC
+// (it hung about one run in four on 4 H200s, bench/NOTES.md), so no test can make that mistake with real peers.
 TEST_F(GpuNodeTest, AStaleRegistrationIsNeverUsed) {
-  GpuNode node(MPI_COMM_WORLD, Config(0));
+  GpuNode node(MPI_COMM_SELF, Config(0));
+  ASSERT_EQ(node.localRanks(), 1);
   const size_t count = 1 << 20, bytes = count * 4;
   void* first = nullptr;
   ASSERT_EQ(cudaMalloc(&first, bytes), cudaSuccess);
   node.Register(first, bytes);
-  ASSERT_EQ(cudaFree(first), cudaSuccess);  // freed without Deregister: the user's mistake
+  ASSERT_TRUE(node.peers().IsRegistered(first, bytes));
+  ASSERT_EQ(cudaFree(first), cudaSuccess);  // freed without Deregister
   void* second = nullptr;
   ASSERT_EQ(cudaMalloc(&second, bytes), cudaSuccess);
-  int same = second == first ? 1 : 0, everywhere = 0;
-  MPI_Allreduce(&same, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  // The new allocation is not the registered one, even at the same address: the call stages instead.
   EXPECT_FALSE(node.peers().IsRegistered(second, bytes));
   const std::vector<uint8_t> mine = InputBits(count, ElementType::kFloat32, WorldRank(), 550);
   ASSERT_EQ(cudaMemcpy(second, mine.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
@@ -324,9 +327,9 @@ TEST_F(GpuNodeTest, AStaleRegistrationIsNeverUsed) {
   node.ThrowIfFailed();
   std::vector<uint8_t> result(bytes);
   ASSERT_EQ(cudaMemcpy(result.data(), second, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
-  EXPECT_EQ(result, RankOrderSum(0, count, ElementType::kFloat32, WorldSize(), 550, count));
+  EXPECT_EQ(result, mine);  // the sum over a node of one
   ASSERT_EQ(cudaFree(second), cudaSuccess);
-  if (!everywhere) std::printf("note: the allocator did not reuse the freed address on every rank\n");
+  if (second != first) std::printf("note: the allocator did not reuse the freed address on rank %d\n", WorldRank());
 }
 
 }  // namespace

@@ -21,16 +21,12 @@
 
 #include "gradagg/device_gradient.h"
 #include "gradagg/errors.h"
+#include "gradagg/gradient_buffer.h"
 #include "gradagg/gradient_header.h"
 #include "gradagg/options.h"
 #include "gradagg/pending_aggregation.h"
 
 namespace gradagg {
-
-struct GradientBuffer {
-  float* data = nullptr;
-  size_t count = 0;
-};
 
 // Seconds spent by this rank in the last call, per phase (filled when options.timing is on; total always).
 struct PhaseTimes {

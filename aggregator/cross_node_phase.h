@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "aggregator/exchange_plan.h"
 #include "gradagg/aggregator.h"
-#include "nvlink/flat_buffers.h"
 #include "quantize/quantizer.h"
 
 namespace gradagg {
@@ -37,16 +37,14 @@ class CrossNodePhase {
   void Reshape(size_t length);
 
   MPI_Comm cross_;
-  size_t node_ = 0;
-  size_t nodes_ = 1;
+  NodePosition position_;
   Quantizer quantizer_;
   bool errorFeedback_;
   bool quantizeOwnStripe_;
 
   bool shaped_ = false;
   size_t length_ = 0;
-  std::vector<ElementRange> subStripes_;  // relative to the stripe, one per node
-  std::vector<size_t> wireOffsets_;       // byte offset of each sub-stripe in the stripe's wire image
+  ExchangePlan plan_;
   std::vector<float> stripeResidual_;     // r1, over the stripe
   std::vector<float> ownResidual_;        // r2, over the sub-stripe we own
   std::vector<float> ownSum_;

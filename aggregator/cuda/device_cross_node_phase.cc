@@ -5,7 +5,6 @@
 #include "aggregator/cuda/stripe_kernels.h"
 #include "aggregator/partition.h"
 #include "aggregator/stopwatch.h"
-#include "mpi_glue/mpi_error.h"
 #include "quantize/cuda/cuda_error.h"
 
 namespace gradagg {
@@ -57,32 +56,25 @@ class DecodeTimer {
 DeviceCrossNodePhase::DeviceCrossNodePhase(MPI_Comm cross, const AggregatorOptions& options,
                                            std::unique_ptr<DeviceExchange> exchange)
     : cross_(cross),
+      position_(PositionIn(cross)),
       quantizer_(QuantizerConfigOf(options)),
       errorFeedback_(options.errorFeedback),
       quantizeOwnStripe_(options.quantizeOwnStripe),
-      exchange_(std::move(exchange)) {
-  int node = 0, nodes = 1;
-  GRADAGG_MPI_CHECK(MPI_Comm_rank(cross_, &node));
-  GRADAGG_MPI_CHECK(MPI_Comm_size(cross_, &nodes));
-  node_ = static_cast<size_t>(node);
-  nodes_ = static_cast<size_t>(nodes);
-}
+      exchange_(std::move(exchange)) {}
 
 void DeviceCrossNodePhase::Reshape(size_t length) {
   if (shaped_ && length == length_) return;
   shaped_ = true;
   length_ = length;
-  subStripes_ = SplitIntoBucketRuns(length, quantizer_.config().bucketSize, nodes_);
-  wireOffsets_.resize(nodes_);
-  for (size_t j = 0; j < nodes_; ++j) wireOffsets_[j] = quantizer_.WireBytes(subStripes_[j].begin);
-  const size_t ownCount = subStripes_[node_].count;
-  ownSlotBytes_ = RoundUp16(quantizer_.WireBytes(ownCount));
+  plan_ = ExchangePlan(length, position_, quantizer_.config());
+  const size_t ownCount = plan_.own.count;
+  ownSlotBytes_ = RoundUp16(plan_.ownWireBytes);
   stripeResidual_ = DeviceBuffer(length * sizeof(float));
   ownResidual_ = DeviceBuffer(ownCount * sizeof(float));
   ownSum_ = DeviceBuffer(ownCount * sizeof(float));
   stripeWire_ = DeviceBuffer(RoundUp16(quantizer_.WireBytes(length)));
   ownWire_ = DeviceBuffer(ownSlotBytes_);
-  received_ = DeviceBuffer(ownSlotBytes_ * nodes_);
+  received_ = DeviceBuffer(ownSlotBytes_ * position_.nodes);
   ResetResiduals();
 }
 
@@ -94,8 +86,8 @@ void DeviceCrossNodePhase::ResetResiduals() {
 
 void DeviceCrossNodePhase::Aggregate(float* stripe, size_t length, cudaStream_t stream, PhaseTimes* times) {
   Reshape(length);
-  const ElementRange own = subStripes_[node_];
-  const size_t ownBytes = quantizer_.WireBytes(own.count);
+  const ElementRange own = plan_.own;
+  const size_t ownBytes = plan_.ownWireBytes;
   float* stripeResidual = errorFeedback_ ? stripeResidual_.as<float>() : nullptr;
   auto* stripeWire = stripeWire_.as<unsigned char>();
   auto* received = received_.as<unsigned char>();
@@ -105,12 +97,12 @@ void DeviceCrossNodePhase::Aggregate(float* stripe, size_t length, cudaStream_t 
 
   // 1. Quantize the stripe, one run of buckets per owner. Without quantizeOwnStripe our own part enters our sum
   //    exactly, its residual folded in and so consumed.
-  for (size_t j = 0; j < nodes_; ++j) {
-    const ElementRange part = subStripes_[j];
-    if (j == node_ && !quantizeOwnStripe_) continue;
+  for (size_t j = 0; j < position_.nodes; ++j) {
+    const ElementRange part = plan_.subStripes[j];
+    if (j == position_.node && !quantizeOwnStripe_) continue;
     quantizer_.Encode(stripe + part.begin, ElementType::kFloat32,
                       stripeResidual != nullptr ? stripeResidual + part.begin : nullptr, part.count,
-                      stripeWire + wireOffsets_[j], stream);
+                      stripeWire + plan_.wireOffsets[j], stream);
   }
   if (!quantizeOwnStripe_ && stripeResidual != nullptr)
     FoldResidual(stripe + own.begin, stripeResidual + own.begin, own.count, stream);
@@ -118,27 +110,27 @@ void DeviceCrossNodePhase::Aggregate(float* stripe, size_t length, cudaStream_t 
   const double quantizeSeconds = clock.Lap();
 
   // 2. Send each owner its part; sum the parts of ours in source-node order.
-  std::vector<SendBuffer> sends(nodes_);
-  std::vector<ReceiveBuffer> receives(nodes_);
-  for (size_t j = 0; j < nodes_; ++j) {
-    if (j == node_) continue;
-    sends[j] = {stripeWire + wireOffsets_[j], quantizer_.WireBytes(subStripes_[j].count)};
+  std::vector<SendBuffer> sends(position_.nodes);
+  std::vector<ReceiveBuffer> receives(position_.nodes);
+  for (size_t j = 0; j < position_.nodes; ++j) {
+    if (j == position_.node) continue;
+    sends[j] = {stripeWire + plan_.wireOffsets[j], plan_.wireBytes[j]};
     receives[j] = {received + j * ownSlotBytes_, ownBytes};
   }
   exchange_->Run(cross_, kScatterTag, sends, receives, stream, [&](int sourceRank) {
     const auto source = static_cast<size_t>(sourceRank);
     decodeTimer.Time(stream, [&] {
-      if (source == node_ && !quantizeOwnStripe_) {
+      if (source == position_.node && !quantizeOwnStripe_) {
         const float* exact = stripe + own.begin;
         if (source == 0) {
-          GRADAGG_CUDA_CHECK(
-              cudaMemcpyAsync(sum, exact, own.count * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+          GRADAGG_CUDA_CHECK(cudaMemcpyAsync(sum, exact, own.count * sizeof(float), cudaMemcpyDeviceToDevice, stream));
         } else {
           AddInto(sum, exact, own.count, stream);
         }
         return;
       }
-      const void* part = source == node_ ? stripeWire + wireOffsets_[node_] : receives[source].data;
+      const void* part =
+          source == position_.node ? stripeWire + plan_.wireOffsets[position_.node] : receives[source].data;
       if (source == 0) {
         quantizer_.Decode(part, own.count, sum, ElementType::kFloat32, stream);
       } else {
@@ -157,29 +149,24 @@ void DeviceCrossNodePhase::Aggregate(float* stripe, size_t length, cudaStream_t 
   const double requantizeSeconds = clock.Lap();
 
   // 4. All-gather the quantized sums into the stripe's wire image, and decode every owner's part.
-  for (size_t j = 0; j < nodes_; ++j) {
-    if (j == node_) continue;
+  for (size_t j = 0; j < position_.nodes; ++j) {
+    if (j == position_.node) continue;
     sends[j] = {ownWire_.get(), ownBytes};
-    receives[j] = {stripeWire + wireOffsets_[j], quantizer_.WireBytes(subStripes_[j].count)};
+    receives[j] = {stripeWire + plan_.wireOffsets[j], plan_.wireBytes[j]};
   }
   exchange_->Run(cross_, kGatherTag, sends, receives, stream, [&](int ownerRank) {
     const auto owner = static_cast<size_t>(ownerRank);
-    const void* part = owner == node_ ? ownWire_.get() : receives[owner].data;
+    const void* part = owner == position_.node ? ownWire_.get() : receives[owner].data;
     decodeTimer.Time(stream, [&] {
-      quantizer_.Decode(part, subStripes_[owner].count, stripe + subStripes_[owner].begin, ElementType::kFloat32,
-                        stream);
+      quantizer_.Decode(part, plan_.subStripes[owner].count, stripe + plan_.subStripes[owner].begin,
+                        ElementType::kFloat32, stream);
     });
   });
   if (times != nullptr) GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
   const double gatherSeconds = clock.Lap();
 
-  lastBytesSent_ = 0;
-  lastFloatBytes_ = 0;
-  for (size_t j = 0; j < nodes_; ++j) {
-    if (j == node_) continue;
-    lastBytesSent_ += ownBytes + quantizer_.WireBytes(subStripes_[j].count);
-    lastFloatBytes_ += (own.count + subStripes_[j].count) * sizeof(float);
-  }
+  lastBytesSent_ = plan_.bytesSent;
+  lastFloatBytes_ = plan_.floatBytes;
   if (times != nullptr) {
     const double decodeSeconds = decodeTimer.Seconds();
     times->quantize += quantizeSeconds + requantizeSeconds;

@@ -16,9 +16,9 @@
 #include <memory>
 #include <vector>
 
+#include "aggregator/exchange_plan.h"
 #include "gradagg/aggregator.h"
 #include "mpi_glue/cuda/device_exchange.h"
-#include "nvlink/flat_buffers.h"
 #include "quantize/cuda/cuda_quantizer.h"
 #include "quantize/cuda/device_memory.h"
 
@@ -42,8 +42,7 @@ class DeviceCrossNodePhase {
   void Reshape(size_t length);
 
   MPI_Comm cross_;
-  size_t node_ = 0;
-  size_t nodes_ = 1;
+  NodePosition position_;
   CudaQuantizer quantizer_;
   bool errorFeedback_;
   bool quantizeOwnStripe_;
@@ -51,11 +50,10 @@ class DeviceCrossNodePhase {
 
   bool shaped_ = false;
   size_t length_ = 0;
-  std::vector<ElementRange> subStripes_;  // relative to the stripe, one per node
-  std::vector<size_t> wireOffsets_;       // byte offset of each sub-stripe in the stripe's wire image
-  size_t ownSlotBytes_ = 0;               // received_ slot per node, 16-byte aligned
-  DeviceBuffer stripeResidual_;           // r1, over the stripe
-  DeviceBuffer ownResidual_;              // r2, over the sub-stripe we own
+  ExchangePlan plan_;
+  size_t ownSlotBytes_ = 0;      // received_ slot per node, 16-byte aligned
+  DeviceBuffer stripeResidual_;  // r1, over the stripe
+  DeviceBuffer ownResidual_;     // r2, over the sub-stripe we own
   DeviceBuffer ownSum_;
   DeviceBuffer stripeWire_;  // our quantized stripe; then everyone's quantized sums
   DeviceBuffer ownWire_;     // our quantized sum

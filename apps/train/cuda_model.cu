@@ -182,8 +182,8 @@ class CudaModel : public Model {
   void Step(double samples, float learningRate, float momentum) override {
     const size_t n = parameterCount();
     const float scale = samples > 0.0 ? static_cast<float>(1.0 / samples) : 0.0f;
-    MomentumKernel<<<Blocks(n), kThreads>>>(parameters_.get(), velocity_.get(), gradient_.get(), n, scale,
-                                            learningRate, momentum);
+    MomentumKernel<<<Blocks(n), kThreads>>>(parameters_.get(), velocity_.get(), gradient_.get(), n, scale, learningRate,
+                                            momentum);
     CheckLaunch("MomentumKernel");
   }
 

@@ -67,7 +67,6 @@ void LaunchTwoShotKernel(int ranks, int blocks, int threads, const device::TwoSh
   GRADAGG_CUDA_CHECK_LAUNCH("TwoShotKernel");
 }
 
-
 }  // namespace
 
 size_t DefaultOneShotMaxBytes(int ranks) {

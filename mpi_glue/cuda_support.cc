@@ -16,4 +16,17 @@ MpiCudaSupport QueryMpiCudaSupport() {
 #endif
 }
 
+TransportChoice ChooseTransport(MpiTransport requested) {
+  const MpiCudaSupport support = QueryMpiCudaSupport();
+  switch (requested) {
+    case MpiTransport::kCudaAware:
+      return {true, "forced on; " + support.how, !support.cudaAware};
+    case MpiTransport::kStaged:
+      return {false, "forced off; " + support.how};
+    case MpiTransport::kAuto:
+      break;
+  }
+  return {support.cudaAware, "auto: " + support.how};
+}
+
 }  // namespace gradagg

@@ -55,26 +55,6 @@ std::string Hex(const void* pointer) {
   return text;
 }
 
-// The transport phase 2 uses on this rank, and why.
-struct TransportChoice {
-  bool cudaAware = false;
-  std::string why;
-  bool forcedAgainstMpi = false;  // on, though MPI does not say it is CUDA-aware
-};
-
-TransportChoice ChooseTransport(MpiTransport requested) {
-  const MpiCudaSupport support = QueryMpiCudaSupport();
-  switch (requested) {
-    case MpiTransport::kCudaAware:
-      return {true, "forced on; " + support.how, !support.cudaAware};
-    case MpiTransport::kStaged:
-      return {false, "forced off; " + support.how};
-    case MpiTransport::kAuto:
-      break;
-  }
-  return {support.cudaAware, "auto: " + support.how};
-}
-
 class GpuPath final : public DevicePath {
  public:
   GpuPath(const NodeTopology& topology, const AggregatorOptions& options);
@@ -192,8 +172,8 @@ void GpuPath::Aggregate(const std::vector<DeviceGradient>& gradients, size_t ele
   }
 }
 
-void GpuPath::Run(const std::vector<DeviceGradient>& gradients, size_t elements, bool contributes,
-                  CudaStream stream, AggregationStats& stats) {
+void GpuPath::Run(const std::vector<DeviceGradient>& gradients, size_t elements, bool contributes, CudaStream stream,
+                  AggregationStats& stats) {
   PhaseTimes& times = stats.times;
   if (elements == 0) return;
   Reshape(elements);
@@ -259,7 +239,8 @@ std::string DeviceGradientProblem(const std::vector<DeviceGradient>& gradients, 
   for (size_t i = 0; i < gradients.size(); ++i) {
     const DeviceGradient& tensor = gradients[i];
     const std::string which = "device gradient " + std::to_string(i);
-    if (!IsKnown(tensor.type)) return which + " has an unknown DataType " + std::to_string(static_cast<int>(tensor.type));
+    if (!IsKnown(tensor.type))
+      return which + " has an unknown DataType " + std::to_string(static_cast<int>(tensor.type));
     if (tensor.count == 0) continue;
     if (tensor.data == nullptr) return which + " is null with count " + std::to_string(tensor.count);
     const size_t elementBytes = ElementBytes(ElementTypeOf(tensor.type));

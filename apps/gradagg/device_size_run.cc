@@ -32,11 +32,6 @@ std::string SelectLocalGpu(MPI_Comm world) {
   return "";
 }
 
-bool MpiTakesDevicePointers(MpiTransport transport) {
-  if (transport == MpiTransport::kAuto) return QueryMpiCudaSupport().cudaAware;
-  return transport == MpiTransport::kCudaAware;
-}
-
 }  // namespace
 
 struct DeviceSizeRunner::State {
@@ -86,7 +81,7 @@ DeviceSizeRunner::DeviceSizeRunner(Aggregator& aggregator, const NodeTopology& t
   if (!problem.empty()) throw UsageError("--device cuda: " + problem);
   GRADAGG_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
   state_->path = aggregator.InitializeDevice();
-  state_->mpiOnDevice = MpiTakesDevicePointers(cli.aggregator.transport);
+  state_->mpiOnDevice = ChooseTransport(cli.aggregator.transport).cudaAware;
 #if GRADAGG_WITH_NCCL
   if (!cli.ncclBaseline) {
     state_->ncclWhy = "left out (--no-nccl)";
@@ -97,8 +92,8 @@ DeviceSizeRunner::DeviceSizeRunner(Aggregator& aggregator, const NodeTopology& t
       topology.rank(), topology.size(),
       [world](void* data, int bytes) { GRADAGG_MPI_CHECK(MPI_Bcast(data, bytes, MPI_BYTE, 0, world)); },
       state_->ncclWhy);
-  if (state_->nccl) state_->ncclWhy = "ncclAllReduce over all ranks, libnccl " + state_->nccl->version() +
-                                      ", NCCL_NVLS_ENABLE=0";
+  if (state_->nccl)
+    state_->ncclWhy = "ncclAllReduce over all ranks, libnccl " + state_->nccl->version() + ", NCCL_NVLS_ENABLE=0";
 #else
   state_->ncclWhy = "not built (no nccl.h at build time)";
 #endif

@@ -4,14 +4,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "gradagg/options.h"
 #include "mpi_glue/mpi_error.h"
 #include "quantize/cuda/cuda_error.h"
 #include "quantize/cuda/device_memory.h"
 
 namespace gradagg {
 namespace {
-
-constexpr size_t kMinChunkBytes = 4096;
 
 void CheckShape(MPI_Comm comm, const std::vector<SendBuffer>& sends, const std::vector<ReceiveBuffer>& receives,
                 int& rank, int& size) {
@@ -35,7 +34,7 @@ class CudaAwareExchange final : public DeviceExchange {
 class StagedExchange final : public DeviceExchange {
  public:
   explicit StagedExchange(size_t chunkBytes)
-      : chunkBytes_(std::clamp<size_t>(chunkBytes, kMinChunkBytes, static_cast<size_t>(INT32_MAX))) {}
+      : chunkBytes_(std::clamp<size_t>(chunkBytes, kMinStagingChunkBytes, static_cast<size_t>(INT32_MAX))) {}
   ~StagedExchange() override {
     for (cudaEvent_t event : events_) cudaEventDestroy(event);
   }
@@ -166,15 +165,15 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
         for (int peer = 0; peer < size; ++peer) {
           if (sourceOf[static_cast<size_t>(peer)] != chunk.source) continue;
           sendRequests.emplace_back();
-          GRADAGG_MPI_CHECK(MPI_Isend(host + chunk.hostOffset, static_cast<int>(chunk.bytes), MPI_BYTE, peer, tag,
-                                      comm, &sendRequests.back()));
+          GRADAGG_MPI_CHECK(MPI_Isend(host + chunk.hostOffset, static_cast<int>(chunk.bytes), MPI_BYTE, peer, tag, comm,
+                                      &sendRequests.back()));
         }
       }
       if (arrived == receiveRequests.size()) continue;
       int index = MPI_UNDEFINED, flag = 0;
       MPI_Status status;
-      GRADAGG_MPI_CHECK(MPI_Testany(static_cast<int>(receiveRequests.size()), receiveRequests.data(), &index, &flag,
-                                    &status));
+      GRADAGG_MPI_CHECK(
+          MPI_Testany(static_cast<int>(receiveRequests.size()), receiveRequests.data(), &index, &flag, &status));
       if (!flag || index == MPI_UNDEFINED) continue;
       const PendingReceive& chunk = pending[static_cast<size_t>(index)];
       int count = 0;

@@ -35,7 +35,8 @@ class DeviceExchange {
   virtual const char* name() const = 0;
 };
 
-// cudaAware: the CUDA-aware transport; else the staged one with chunks of `chunkBytes` (at least 4 KiB).
+// cudaAware: the CUDA-aware transport; else the staged one with chunks of `chunkBytes` (at least
+// kMinStagingChunkBytes).
 std::unique_ptr<DeviceExchange> MakeDeviceExchange(bool cudaAware, size_t chunkBytes);
 
 }  // namespace gradagg

@@ -159,6 +159,16 @@ AggregationStats Aggregator::Impl::RunHost(const FlatBuffers& flat, GradientHead
   return call;
 }
 
+void Aggregator::RegisterDeviceBuffer(void* data, size_t bytes) {
+  InitializeDevice();
+  impl_->device->RegisterBuffer(data, bytes);
+}
+
+void Aggregator::DeregisterDeviceBuffer(void* data) {
+  InitializeDevice();
+  impl_->device->DeregisterBuffer(data);
+}
+
 std::string Aggregator::InitializeDevice() {
   impl_->Settle();
   if (!impl_->device) impl_->device = MakeDevicePath(impl_->topology, impl_->options);

@@ -21,6 +21,10 @@ class DevicePath {
   // the result is in place. Fills `stats`.
   virtual void Aggregate(const std::vector<DeviceGradient>& gradients, size_t elements, bool contributes,
                          CudaStream stream, AggregationStats& stats) = 0;
+  // Collective over the world: Aggregator::RegisterDeviceBuffer and DeregisterDeviceBuffer (UsageError on every
+  // rank for bad input).
+  virtual void RegisterBuffer(void* data, size_t bytes) = 0;
+  virtual void DeregisterBuffer(void* data) = 0;
   virtual void ResetResiduals() = 0;
   virtual int device() const = 0;
   // "GPU 0 (0000:18:00.0); node: one NVLink group of 4; inter-node transport: staged through ... (auto: ...)".

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -152,6 +153,19 @@ void GpuNode::Deregister(void* buffer) {
   if (fullyConnected()) peers_->Deregister(buffer);
 }
 
+bool GpuNode::RegisteredAlike(const void* buffer, size_t bytes) {
+  if (!fullyConnected()) return false;
+  size_t index = 0, offset = 0;
+  const bool found = peers_->FindRegistration(buffer, bytes, index, offset);
+  // One MIN over {found, index, -index, offset, -offset}: all found, and every index and offset the same.
+  const auto i = static_cast<int64_t>(index), o = static_cast<int64_t>(offset);
+  int64_t values[5] = {found ? 1 : 0, i, -i, o, -o};
+  GRADAGG_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, values, 5, MPI_INT64_T, MPI_MIN, node_.get()));
+  return values[0] == 1 && values[1] == -values[2] && values[3] == -values[4];
+}
+
+size_t GpuNode::AnyBufferMaxBytes() const { return fullyConnected() ? peers_->config().oneShotMaxBytes : ~size_t{0}; }
+
 nvlink::PeerGroup& GpuNode::peers() {
   if (!peers_)
     throw UsageError("this node is not one fully connected group, so it has no peer group (" + RankAndHost() + ")");
@@ -190,8 +204,8 @@ void GpuNode::ReduceScatter(const float* input, const std::vector<ElementRange>&
   GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::vector<float> hostStripe(shards[localRank()].count);
   hostTwin_->ReduceScatter(FlatBuffers({FloatSpan{host, count}}), shards, hostStripe.data());
-  GRADAGG_CUDA_CHECK(cudaMemcpyAsync(stripe, hostStripe.data(), hostStripe.size() * sizeof(float),
-                                     cudaMemcpyHostToDevice, stream));
+  GRADAGG_CUDA_CHECK(
+      cudaMemcpyAsync(stripe, hostStripe.data(), hostStripe.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
   GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
@@ -201,8 +215,8 @@ void GpuNode::AllGather(const float* stripe, const std::vector<ElementRange>& sh
   const size_t count = shards.empty() ? 0 : shards.back().end();
   float* host = Pinned(count);
   std::vector<float> hostStripe(shards[localRank()].count);
-  GRADAGG_CUDA_CHECK(cudaMemcpyAsync(hostStripe.data(), stripe, hostStripe.size() * sizeof(float),
-                                     cudaMemcpyDeviceToHost, stream));
+  GRADAGG_CUDA_CHECK(
+      cudaMemcpyAsync(hostStripe.data(), stripe, hostStripe.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
   GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
   hostTwin_->AllGather(hostStripe.data(), shards, FlatBuffers({FloatSpan{host, count}}));
   GRADAGG_CUDA_CHECK(cudaMemcpyAsync(output, host, count * sizeof(float), cudaMemcpyHostToDevice, stream));

@@ -56,6 +56,12 @@ class GpuNode {
   // Collective: zero-copy buffers for the two-shot path (see PeerGroup::Register). No-ops across groups.
   void Register(void* buffer, size_t bytes);
   void Deregister(void* buffer);
+  // Collective over the node: whether [buffer, buffer + bytes) lies, on every rank, in the same registration at the
+  // same offset, so that registered-buffer calls may use it (false across groups; buffer may be null).
+  bool RegisteredAlike(const void* buffer, size_t bytes);
+  // Allreduces of at most this many bytes take any buffer, registered or not (the one-shot path; across groups,
+  // the host path takes any buffer at every size).
+  size_t AnyBufferMaxBytes() const;
 
   // Collective over the node: output = sum over local ranks, in local-rank order, of input; stream-ordered when
   // the node is one group; across groups (float32 only) it synchronises `stream` and stages through host memory.

@@ -1,6 +1,7 @@
 // The three phases on GPUs, composed (DESIGN.md):
 //
-//   0. gather the caller's tensors into one float32 flat buffer (registered for peer access), or zeros;
+//   0. gather the caller's tensors into one float32 flat buffer (registered for peer access), or zeros; a single
+//      float32 tensor is worked on in place where that needs no copy (InPlaceTensor);
 //   1. intra-node reduce-scatter over NVLink: local rank l gets stripe l, summed in local-rank order;
 //   2. the quantized exchange of the stripe across nodes (DeviceCrossNodePhase);
 //   3. intra-node all-gather over NVLink into the flat buffer;
@@ -10,12 +11,14 @@
 // allreduce.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "aggregator/cuda/device_checks.h"
 #include "aggregator/cuda/device_cross_node_phase.h"
 #include "aggregator/cuda/stripe_kernels.h"
 #include "aggregator/device_path.h"
@@ -33,28 +36,6 @@
 namespace gradagg {
 namespace {
 
-ElementType ElementTypeOf(DataType type) {
-  switch (type) {
-    case DataType::kBFloat16:
-      return ElementType::kBFloat16;
-    case DataType::kFloat16:
-      return ElementType::kFloat16;
-    case DataType::kFloat32:
-      break;
-  }
-  return ElementType::kFloat32;
-}
-
-bool IsKnown(DataType type) {
-  return type == DataType::kFloat32 || type == DataType::kBFloat16 || type == DataType::kFloat16;
-}
-
-std::string Hex(const void* pointer) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%p", pointer);
-  return text;
-}
-
 class GpuPath final : public DevicePath {
  public:
   GpuPath(const NodeTopology& topology, const AggregatorOptions& options);
@@ -62,6 +43,8 @@ class GpuPath final : public DevicePath {
 
   void Aggregate(const std::vector<DeviceGradient>& gradients, size_t elements, bool contributes, CudaStream stream,
                  AggregationStats& stats) override;
+  void RegisterBuffer(void* data, size_t bytes) override;
+  void DeregisterBuffer(void* data) override;
   void ResetResiduals() override {
     if (cross_) cross_->ResetResiduals();
   }
@@ -72,6 +55,7 @@ class GpuPath final : public DevicePath {
   void Run(const std::vector<DeviceGradient>& gradients, size_t elements, bool contributes, CudaStream stream,
            AggregationStats& stats);
   void Reshape(size_t elements);
+  float* InPlaceTensor(const std::vector<DeviceGradient>& gradients, size_t elements);
   void ReleaseBuffers() noexcept;
   // With timing on: waits for the stream, then returns the seconds since the last lap.
   double Lap(cudaStream_t stream, Stopwatch& clock) const {
@@ -81,6 +65,7 @@ class GpuPath final : public DevicePath {
   }
 
   AggregatorOptions options_;
+  MPI_Comm world_;
   int device_ = 0;
   int localRank_ = 0;
   int ranksPerNode_ = 1;
@@ -92,12 +77,14 @@ class GpuPath final : public DevicePath {
   bool shaped_ = false;
   size_t elements_ = 0;
   std::vector<ElementRange> shards_;
-  DeviceBuffer flat_;    // float32, registered with the node
-  DeviceBuffer stripe_;  // float32, registered with the node
+  DeviceBuffer flat_;               // float32, registered with the node
+  DeviceBuffer stripe_;             // float32, registered with the node
+  std::vector<void*> userBuffers_;  // RegisterBuffer's, in order (the same on every rank)
 };
 
 GpuPath::GpuPath(const NodeTopology& topology, const AggregatorOptions& options)
     : options_(options),
+      world_(topology.world()),
       localRank_(topology.localRank()),
       ranksPerNode_(topology.ranksPerNode()),
       nodes_(topology.nodeCount()) {
@@ -135,6 +122,46 @@ void GpuPath::ReleaseBuffers() noexcept {
     if (stripe_.get() != nullptr) node_->Deregister(stripe_.get());
   } catch (...) {  // a destructor never throws; GpuNode's own shutdown reports a broken node
   }
+}
+
+void GpuPath::RegisterBuffer(void* data, size_t bytes) {
+  int current = -1;
+  std::string problem = CurrentGpuProblem(device_, current);
+  if (problem.empty() && bytes == 0) problem = "0 bytes at " + Hex(data);
+  if (problem.empty()) problem = MemoryProblem("the buffer", data, bytes, sizeof(float), current, true);
+  if (problem.empty() && std::find(userBuffers_.begin(), userBuffers_.end(), data) != userBuffers_.end())
+    problem = Hex(data) + " is registered already";
+  problem = AgreeOnProblem(world_, problem);
+  if (!problem.empty()) throw UsageError("RegisterDeviceBuffer: " + problem);
+  if (node_) node_->Register(data, bytes);
+  userBuffers_.push_back(data);
+}
+
+void GpuPath::DeregisterBuffer(void* data) {
+  const auto found = std::find(userBuffers_.begin(), userBuffers_.end(), data);
+  const std::string problem =
+      AgreeOnProblem(world_, found == userBuffers_.end() ? Hex(data) + " was never registered (or is gone)" : "");
+  if (!problem.empty()) throw UsageError("DeregisterDeviceBuffer: " + problem);
+  if (node_) node_->Deregister(data);
+  userBuffers_.erase(found);
+}
+
+float* GpuPath::InPlaceTensor(const std::vector<DeviceGradient>& gradients, size_t elements) {
+  float* data = nullptr;
+  size_t tensors = 0;
+  for (const DeviceGradient& tensor : gradients) {
+    if (tensor.count == 0) continue;
+    ++tensors;
+    data = tensor.type == DataType::kFloat32 ? static_cast<float*>(tensor.data) : nullptr;
+  }
+  if (tensors != 1) data = nullptr;
+  // No peers: the stripe may be any device memory. One node and a small call: the one-shot allreduce takes any
+  // buffer, and every rank takes it (by size), whatever the others pass.
+  if (!node_ || (!cross_ && elements * sizeof(float) <= node_->AnyBufferMaxBytes())) return data;
+  // Otherwise peers read and write it: only a buffer registered alike on every rank of the node. The question is
+  // collective, asked only once the user has registered something (which every rank did alike).
+  if (userBuffers_.empty()) return nullptr;
+  return node_->RegisteredAlike(data, elements * sizeof(float)) ? data : nullptr;
 }
 
 void GpuPath::Reshape(size_t elements) {
@@ -178,10 +205,14 @@ void GpuPath::Run(const std::vector<DeviceGradient>& gradients, size_t elements,
   if (elements == 0) return;
   Reshape(elements);
   Stopwatch clock;
-  float* flat = flat_.as<float>();
+  float* const inPlace = InPlaceTensor(gradients, elements);
+  stats.inPlace = inPlace != nullptr;
+  float* flat = inPlace != nullptr ? inPlace : flat_.as<float>();
 
-  // 0. The caller's tensors, as float32, end to end.
-  if (contributes) {
+  // 0. The caller's tensors, as float32, end to end (in place: nothing to gather, zeros written over it).
+  if (inPlace != nullptr) {
+    if (!contributes) GRADAGG_CUDA_CHECK(cudaMemsetAsync(flat, 0, elements * sizeof(float), stream));
+  } else if (contributes) {
     size_t offset = 0;
     for (const DeviceGradient& tensor : gradients) {
       ConvertToFloat32(tensor.data, ElementTypeOf(tensor.type), tensor.count, flat + offset, stream);
@@ -214,61 +245,14 @@ void GpuPath::Run(const std::vector<DeviceGradient>& gradients, size_t elements,
 
   // 3. Intra-node all-gather, then 4. back into the caller's tensors.
   if (node_ && !oneNode) node_->AllGather(stripe, shards_, flat, stream);
-  size_t offset = 0;
-  for (const DeviceGradient& tensor : gradients) {
-    ConvertFromFloat32(flat + offset, tensor.count, tensor.data, ElementTypeOf(tensor.type), stream);
-    offset += tensor.count;
-  }
+  for (size_t i = 0, offset = 0; inPlace == nullptr && i < gradients.size(); offset += gradients[i++].count)
+    ConvertFromFloat32(flat + offset, gradients[i].count, gradients[i].data, ElementTypeOf(gradients[i].type), stream);
   GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
   times.allGather = options_.timing ? clock.Lap() : 0.0;
   if (node_) node_->ThrowIfFailed();
 }
 
 }  // namespace
-
-std::string DeviceGradientProblem(const std::vector<DeviceGradient>& gradients, int device) {
-  int current = -1;
-  if (const cudaError_t status = cudaGetDevice(&current); status != cudaSuccess) {
-    cudaGetLastError();
-    return std::string("no usable GPU for device gradients: ") + cudaGetErrorString(status);
-  }
-  if (device >= 0 && current != device) {
-    return "the current GPU is " + std::to_string(current) + ", but this Aggregator works on GPU " +
-           std::to_string(device) + " (its GPU when first called with device gradients); keep one GPU per rank";
-  }
-  for (size_t i = 0; i < gradients.size(); ++i) {
-    const DeviceGradient& tensor = gradients[i];
-    const std::string which = "device gradient " + std::to_string(i);
-    if (!IsKnown(tensor.type))
-      return which + " has an unknown DataType " + std::to_string(static_cast<int>(tensor.type));
-    if (tensor.count == 0) continue;
-    if (tensor.data == nullptr) return which + " is null with count " + std::to_string(tensor.count);
-    const size_t elementBytes = ElementBytes(ElementTypeOf(tensor.type));
-    if (reinterpret_cast<uintptr_t>(tensor.data) % elementBytes != 0)
-      return which + " at " + Hex(tensor.data) + " is not aligned to its " + std::to_string(elementBytes) +
-             "-byte elements";
-    cudaPointerAttributes attributes{};
-    if (cudaPointerGetAttributes(&attributes, tensor.data) != cudaSuccess ||
-        (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged)) {
-      cudaGetLastError();
-      return which + " at " + Hex(tensor.data) + " is not device memory";
-    }
-    if (attributes.type == cudaMemoryTypeDevice && attributes.device != current)
-      return which + " lives on GPU " + std::to_string(attributes.device) + ", but this rank's current GPU is " +
-             std::to_string(current);
-    try {
-      const nvlink::AllocationIdentity allocation = nvlink::IdentifyAllocation(tensor.data);
-      const uintptr_t end = reinterpret_cast<uintptr_t>(tensor.data) + tensor.count * elementBytes;
-      if (end > allocation.base + allocation.bytes)
-        return which + " (" + std::to_string(tensor.count) + " elements at " + Hex(tensor.data) + ") runs " +
-               std::to_string(end - allocation.base - allocation.bytes) + " bytes past the end of its allocation";
-    } catch (const CudaError& error) {
-      cudaGetLastError();
-      return which + " at " + Hex(tensor.data) + ": its allocation is unknown to CUDA (" + error.what() + ")";
-    }
-  }
-  return "";
-}
 
 std::unique_ptr<DevicePath> MakeDevicePath(const NodeTopology& topology, const AggregatorOptions& options) {
   const std::string problem = AgreeOnProblem(topology.world(), CudaUnavailableReason());

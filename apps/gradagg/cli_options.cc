@@ -65,6 +65,8 @@ po::options_description Describe() {
       ("check,c", "check every size against the serial simulation, bitwise, on every rank")
       ("no-baseline", "skip timing MPI_Allreduce of the same gradient beside gradagg")
       ("no-nccl", "GPU runs: skip timing ncclAllReduce beside gradagg")
+      ("no-register", "GPU runs: leave the gradient buffer unregistered (RegisterDeviceBuffer), so calls copy it "
+                      "into the Aggregator's own buffer and back")
       ("seed", po::value<uint64_t>(), "seed of the synthetic gradients (default 42)")
       ("json", po::value<std::string>(), "also write all results to this JSON file")
       ("bits", po::value<int>(), "bits per element across nodes: 1, 2, 4, 8 or 32 (default 1; GRADAGG_BITS)")
@@ -118,6 +120,7 @@ void Apply(const po::variables_map& values, CliOptions& cli) {
   cli.check = values.count("check") > 0;
   cli.mpiBaseline = values.count("no-baseline") == 0;
   cli.ncclBaseline = values.count("no-nccl") == 0;
+  cli.registerBuffer = values.count("no-register") == 0;
   cli.info = values.count("info") > 0;
 
   AggregatorOptions& options = cli.aggregator;
@@ -154,8 +157,9 @@ void Apply(const po::variables_map& values, CliOptions& cli) {
   if (cli.iterations < 1) throw UsageError("--iters must be at least 1");
   if (cli.warmups < 0) throw UsageError("--warmup_iters must not be negative");
   if (options.doubleBuffered)
-    throw UsageError("GRADAGG_DOUBLE_BUFFERED is for trainers: gradagg times and checks calls that return their own "
-                     "aggregate; unset it");
+    throw UsageError(
+        "GRADAGG_DOUBLE_BUFFERED is for trainers: gradagg times and checks calls that return their own "
+        "aggregate; unset it");
   Validate(options);
 }
 

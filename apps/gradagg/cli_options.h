@@ -20,8 +20,9 @@ struct CliOptions {
   int warmups = 5;
   uint64_t seed = 42;
   bool check = false;
-  bool mpiBaseline = true;   // also time MPI_Allreduce of the same gradient
-  bool ncclBaseline = true;  // GPU runs: also time ncclAllReduce
+  bool mpiBaseline = true;     // also time MPI_Allreduce of the same gradient
+  bool ncclBaseline = true;    // GPU runs: also time ncclAllReduce
+  bool registerBuffer = true;  // GPU runs: RegisterDeviceBuffer the gradient, so calls work on it in place
   std::string jsonPath;
   bool info = false;
   AggregatorOptions aggregator;  // defaults < GRADAGG_* environment < flags

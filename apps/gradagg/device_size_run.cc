@@ -51,16 +51,24 @@ struct DeviceSizeRunner::State {
 
   State(Aggregator& a, const NodeTopology& t, const CliOptions& c) : aggregator(a), topology(t), cli(c) {}
   ~State() {
+    try {  // collective, as every rank ends its run alike; before the buffer is freed
+      if (cli.registerBuffer && gradient.get() != nullptr) aggregator.DeregisterDeviceBuffer(gradient.get());
+    } catch (...) {  // a destructor never throws; the Aggregator's own shutdown reports a broken node
+    }
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
 
+  // Buffers for `count` floats; all ranks reserve alike, so (de)registering stays collective.
   void Reserve(size_t count) {
-    if (gradient.bytes() >= std::max<size_t>(count, 1) * sizeof(float)) return;
-    gradient = DeviceBuffer(std::max<size_t>(count, 1) * sizeof(float));
-    pristine = DeviceBuffer(std::max<size_t>(count, 1) * sizeof(float));
+    const size_t bytes = std::max<size_t>(count, 1) * sizeof(float);
+    if (gradient.bytes() >= bytes) return;
+    if (cli.registerBuffer && gradient.get() != nullptr) aggregator.DeregisterDeviceBuffer(gradient.get());
+    gradient = DeviceBuffer(bytes);
+    if (cli.registerBuffer) aggregator.RegisterDeviceBuffer(gradient.get(), bytes);
+    pristine = DeviceBuffer(bytes);
     float* host = nullptr;
     staging.reset();
-    GRADAGG_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host), std::max<size_t>(count, 1) * sizeof(float)));
+    GRADAGG_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host), bytes));
     staging.reset(host);
   }
   void Upload(const std::vector<float>& values, void* device) const {
@@ -102,8 +110,10 @@ DeviceSizeRunner::DeviceSizeRunner(Aggregator& aggregator, const NodeTopology& t
 DeviceSizeRunner::~DeviceSizeRunner() = default;
 
 std::string DeviceSizeRunner::Describe() const {
-  return "# gpu path (rank 0): " + state_->path + "\n# nccl: " + state_->ncclWhy +
-         "; vs_nccl = nccl / time\n# mpi baseline: " +
+  return "# gpu path (rank 0): " + state_->path +
+         (state_->cli.registerBuffer ? "; gradient buffer registered (in place)"
+                                     : "; gradient buffer not registered (--no-register: copied)") +
+         "\n# nccl: " + state_->ncclWhy + "; vs_nccl = nccl / time\n# mpi baseline: " +
          (state_->mpiOnDevice ? "MPI_Allreduce on device buffers (CUDA-aware)"
                               : "MPI_Allreduce staged through pinned host memory (copies included)") +
          "\n";

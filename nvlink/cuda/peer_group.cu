@@ -211,6 +211,14 @@ bool PeerGroup::IsRegistered(const void* buffer, size_t bytes) const {
   return Find(buffer, bytes, unused) == Lookup::kFound;
 }
 
+bool PeerGroup::FindRegistration(const void* buffer, size_t bytes, size_t& index, size_t& offset) const {
+  Located located{};
+  if (buffer == nullptr || Find(buffer, bytes, located) != Lookup::kFound) return false;
+  index = static_cast<size_t>(located.registration - registrations_.data());
+  offset = located.offset;
+  return true;
+}
+
 void PeerGroup::CheckPeerBounds(const Located& located, size_t bytes, const char* what) const {
   for (int p = 0; p < ranks(); ++p)
     if (located.offset + bytes > located.registration->exported[p].bytes)

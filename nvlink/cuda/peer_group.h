@@ -74,6 +74,9 @@ class PeerGroup {
   void Deregister(void* buffer);
   // Whether [buffer, buffer + bytes) lies in a registration whose allocation is still the one registered.
   bool IsRegistered(const void* buffer, size_t bytes) const;
+  // Where it lies: the registration's index in registration order (the same on every rank, as registering is
+  // collective) and the offset into it; false when it is not registered. Ranks whose answers agree may call on it.
+  bool FindRegistration(const void* buffer, size_t bytes, size_t& index, size_t& offset) const;
 
   // output[i] = input_0[i] + input_1[i] + ... + input_{G-1}[i] in float32, in local-rank order; in place allowed.
   void AllReduce(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);

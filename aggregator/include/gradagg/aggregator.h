@@ -43,6 +43,8 @@ struct AggregationStats {
   PhaseTimes times;
   size_t interNodeBytesSent = 0;   // bytes this rank sent across nodes in the last call
   size_t interNodeFloatBytes = 0;  // what the same exchange would send as float32
+  bool inPlace = false;            // device calls: the tensor was reduced where it lies, not copied (see
+                                   // RegisterDeviceBuffer)
 };
 
 class Aggregator {
@@ -86,6 +88,16 @@ class Aggregator {
   bool FlushDoubleBuffer(const std::vector<GradientBuffer>& gradients, GradientHeader* header = nullptr);
   bool FlushDoubleBuffer(const std::vector<DeviceGradient>& gradients, CudaStream stream,
                          GradientHeader* header = nullptr);
+
+  // Collective, on GPUs (every rank, in the same order): registers device memory of this rank's GPU, as
+  // ncclCommRegister does, so that a call whose gradient is one float32 tensor inside it reduces that tensor in
+  // place, through peer memory (CUDA IPC), instead of copying it into the Aggregator's own buffer and back. Calls use
+  // it where every rank of the node passes a tensor at the same offset of the same registration; otherwise they copy
+  // as before, with the same result. Deregister (collective too) before freeing the memory: freeing memory that
+  // peers still map is undefined in CUDA. Throws UsageError on every rank for memory that is not this GPU's, or a
+  // pointer that was not registered.
+  void RegisterDeviceBuffer(void* data, size_t bytes);
+  void DeregisterDeviceBuffer(void* data);
 
   // Collective: sets up the GPU path now (otherwise the first device call does) and says what it chose: the GPU,
   // the NVLink groups of the node and the inter-node transport (CUDA-aware or staged) with the reason.

@@ -111,8 +111,8 @@ DeviceSizeRunner::~DeviceSizeRunner() = default;
 
 std::string DeviceSizeRunner::Describe() const {
   return "# gpu path (rank 0): " + state_->path +
-         (state_->cli.registerBuffer ? "; gradient buffer registered (in place)"
-                                     : "; gradient buffer not registered (--no-register: copied)") +
+         (state_->cli.registerBuffer ? "; gradient buffer registered (RegisterDeviceBuffer)"
+                                     : "; gradient buffer not registered (--no-register)") +
          "\n# nccl: " + state_->ncclWhy + "; vs_nccl = nccl / time\n# mpi baseline: " +
          (state_->mpiOnDevice ? "MPI_Allreduce on device buffers (CUDA-aware)"
                               : "MPI_Allreduce staged through pinned host memory (copies included)") +

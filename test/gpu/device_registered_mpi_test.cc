@@ -112,9 +112,9 @@ TEST_F(RegisteredBuffer, BadRegistrationsThrowOnEveryRankNamingTheReporter) {
                    "is not device memory from cudaMalloc");
   expectUsageError([&] { aggregator.RegisterDeviceBuffer(buffer.get(), culprit ? 4097 : 4096); }, "past the end");
   expectUsageError([&] { aggregator.RegisterDeviceBuffer(buffer.get(), culprit ? 0 : 4096); }, "0 bytes");
+  aggregator.RegisterDeviceBuffer(buffer.get(), 4096);
   expectUsageError([&] { aggregator.DeregisterDeviceBuffer(culprit ? host.data() : buffer.get()); },
                    "was never registered");
-  aggregator.RegisterDeviceBuffer(buffer.get(), 4096);
   DeviceBuffer plain(4096);
   expectUsageError([&] { aggregator.RegisterDeviceBuffer(culprit ? buffer.get() : plain.get(), 4096); },
                    "registered already");

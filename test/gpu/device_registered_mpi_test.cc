@@ -9,17 +9,8 @@
 
 #include "test/gpu/device_aggregation_fixture.h"
 
-namespace gradagg {
+namespace gradagg::test {
 namespace {
-
-using test::AllInputs;
-using test::DeviceAggregation;
-using test::IdenticalOnAllRanks;
-using test::Oracle;
-using test::RandomGradient;
-using test::SameBits;
-using test::WorldRank;
-using test::WorldSize;
 
 // Larger than every one-shot threshold (at most 1 MiB), so peers must reach the tensor itself.
 constexpr size_t kLarge = size_t{1} << 20;
@@ -132,4 +123,4 @@ TEST_F(RegisteredBuffer, BadRegistrationsThrowOnEveryRankNamingTheReporter) {
 }
 
 }  // namespace
-}  // namespace gradagg
+}  // namespace gradagg::test

@@ -47,7 +47,6 @@ void CrossNodePhase::ResetResiduals() {
 void CrossNodePhase::Aggregate(float* stripe, size_t length, PhaseTimes* times) {
   Reshape(length);
   const ElementRange own = plan_.own;
-  const size_t ownBytes = plan_.ownWireBytes;
   float* stripeResidual = errorFeedback_ ? stripeResidual_.data() : nullptr;
   auto* stripeWire = reinterpret_cast<unsigned char*>(stripeWire_.data());
   auto* received = reinterpret_cast<unsigned char*>(received_.data());
@@ -71,14 +70,8 @@ void CrossNodePhase::Aggregate(float* stripe, size_t length, PhaseTimes* times) 
   const double quantizeSeconds = clock.Lap();
 
   // 2. Send each owner its part; sum the parts of ours in source-node order.
-  std::vector<SendBuffer> sends(position_.nodes);
-  std::vector<ReceiveBuffer> receives(position_.nodes);
-  for (size_t j = 0; j < position_.nodes; ++j) {
-    if (j == position_.node) continue;
-    sends[j] = {stripeWire + plan_.wireOffsets[j], plan_.wireBytes[j]};
-    receives[j] = {received + j * Words(ownBytes) * sizeof(uint32_t), ownBytes};
-  }
-  ExchangeInRankOrder(cross_, kScatterTag, sends, receives, [&](int sourceRank) {
+  const ExchangeMessages scatter = plan_.Scatter(stripeWire, received, Words(plan_.ownWireBytes) * sizeof(uint32_t));
+  ExchangeInRankOrder(cross_, kScatterTag, scatter.sends, scatter.receives, [&](int sourceRank) {
     Stopwatch decodeClock;
     const auto source = static_cast<size_t>(sourceRank);
     float* sum = ownSum_.data();
@@ -87,7 +80,7 @@ void CrossNodePhase::Aggregate(float* stripe, size_t length, PhaseTimes* times) 
       for (size_t i = 0; i < own.count; ++i) sum[i] = source == 0 ? exact[i] : sum[i] + exact[i];
     } else {
       const void* part =
-          source == position_.node ? stripeWire + plan_.wireOffsets[position_.node] : receives[source].data;
+          source == position_.node ? stripeWire + plan_.wireOffsets[position_.node] : scatter.receives[source].data;
       if (source == 0) {
         quantizer_.Decode(part, own.count, sum);
       } else {
@@ -103,15 +96,12 @@ void CrossNodePhase::Aggregate(float* stripe, size_t length, PhaseTimes* times) 
   const double requantizeSeconds = clock.Lap();
 
   // 4. All-gather the quantized sums into the stripe's wire image, and decode every owner's part.
-  for (size_t j = 0; j < position_.nodes; ++j) {
-    if (j == position_.node) continue;
-    sends[j] = {ownWire_.data(), ownBytes};
-    receives[j] = {stripeWire + plan_.wireOffsets[j], plan_.wireBytes[j]};
-  }
-  ExchangeInRankOrder(cross_, kGatherTag, sends, receives, [&](int ownerRank) {
+  const ExchangeMessages gather = plan_.Gather(ownWire_.data(), stripeWire);
+  ExchangeInRankOrder(cross_, kGatherTag, gather.sends, gather.receives, [&](int ownerRank) {
     Stopwatch decodeClock;
     const auto owner = static_cast<size_t>(ownerRank);
-    const void* part = owner == position_.node ? static_cast<const void*>(ownWire_.data()) : receives[owner].data;
+    const void* part =
+        owner == position_.node ? static_cast<const void*>(ownWire_.data()) : gather.receives[owner].data;
     quantizer_.Decode(part, plan_.subStripes[owner].count, stripe + plan_.subStripes[owner].begin);
     decodeSeconds += decodeClock.Lap();
   });

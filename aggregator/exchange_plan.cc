@@ -14,8 +14,9 @@ NodePosition PositionIn(MPI_Comm cross) {
   return {static_cast<size_t>(node), static_cast<size_t>(nodes)};
 }
 
-ExchangePlan::ExchangePlan(size_t length, NodePosition position, const QuantizerConfig& quantizer)
-    : subStripes(SplitIntoBucketRuns(length, quantizer.bucketSize, position.nodes)),
+ExchangePlan::ExchangePlan(size_t length, NodePosition where, const QuantizerConfig& quantizer)
+    : position(where),
+      subStripes(SplitIntoBucketRuns(length, quantizer.bucketSize, position.nodes)),
       wireOffsets(position.nodes),
       wireBytes(position.nodes),
       own(subStripes[position.node]) {
@@ -29,6 +30,27 @@ ExchangePlan::ExchangePlan(size_t length, NodePosition position, const Quantizer
     bytesSent += wireBytes[j] + ownWireBytes;
     floatBytes += (subStripes[j].count + own.count) * sizeof(float);
   }
+}
+
+ExchangeMessages ExchangePlan::Scatter(const unsigned char* stripeWire, unsigned char* received,
+                                       size_t slotBytes) const {
+  ExchangeMessages messages{std::vector<SendBuffer>(position.nodes), std::vector<ReceiveBuffer>(position.nodes)};
+  for (size_t j = 0; j < position.nodes; ++j) {
+    if (j == position.node) continue;
+    messages.sends[j] = {stripeWire + wireOffsets[j], wireBytes[j]};
+    messages.receives[j] = {received + j * slotBytes, ownWireBytes};
+  }
+  return messages;
+}
+
+ExchangeMessages ExchangePlan::Gather(const void* ownWire, unsigned char* stripeWire) const {
+  ExchangeMessages messages{std::vector<SendBuffer>(position.nodes), std::vector<ReceiveBuffer>(position.nodes)};
+  for (size_t j = 0; j < position.nodes; ++j) {
+    if (j == position.node) continue;
+    messages.sends[j] = {ownWire, ownWireBytes};
+    messages.receives[j] = {stripeWire + wireOffsets[j], wireBytes[j]};
+  }
+  return messages;
 }
 
 }  // namespace gradagg

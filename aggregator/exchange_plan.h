@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "mpi_glue/ordered_exchange.h"
 #include "nvlink/flat_buffers.h"
 #include "quantize/quantizer_config.h"
 
@@ -20,9 +21,23 @@ struct NodePosition {
 };
 NodePosition PositionIn(MPI_Comm cross);
 
+// One exchange's messages, indexed by node (this node's own entries stay empty).
+struct ExchangeMessages {
+  std::vector<SendBuffer> sends;
+  std::vector<ReceiveBuffer> receives;
+};
+
 struct ExchangePlan {
   ExchangePlan() = default;
   ExchangePlan(size_t length, NodePosition position, const QuantizerConfig& quantizer);
+
+  // Step 2: every other owner gets its part of our stripe's wire image, and sends us its part of our sub-stripe,
+  // which lands in slot j of `received` (slots `slotBytes` apart).
+  ExchangeMessages Scatter(const unsigned char* stripeWire, unsigned char* received, size_t slotBytes) const;
+  // Step 4: every other node gets our quantized sum, and each owner's lands at its place in the wire image.
+  ExchangeMessages Gather(const void* ownWire, unsigned char* stripeWire) const;
+
+  NodePosition position;
 
   std::vector<ElementRange> subStripes;  // relative to the stripe, one per node
   std::vector<size_t> wireOffsets;       // byte offset of each sub-stripe in the stripe's wire image

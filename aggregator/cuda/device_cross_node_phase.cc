@@ -87,7 +87,6 @@ void DeviceCrossNodePhase::ResetResiduals() {
 void DeviceCrossNodePhase::Aggregate(float* stripe, size_t length, cudaStream_t stream, PhaseTimes* times) {
   Reshape(length);
   const ElementRange own = plan_.own;
-  const size_t ownBytes = plan_.ownWireBytes;
   float* stripeResidual = errorFeedback_ ? stripeResidual_.as<float>() : nullptr;
   auto* stripeWire = stripeWire_.as<unsigned char>();
   auto* received = received_.as<unsigned char>();
@@ -110,14 +109,8 @@ void DeviceCrossNodePhase::Aggregate(float* stripe, size_t length, cudaStream_t 
   const double quantizeSeconds = clock.Lap();
 
   // 2. Send each owner its part; sum the parts of ours in source-node order.
-  std::vector<SendBuffer> sends(position_.nodes);
-  std::vector<ReceiveBuffer> receives(position_.nodes);
-  for (size_t j = 0; j < position_.nodes; ++j) {
-    if (j == position_.node) continue;
-    sends[j] = {stripeWire + plan_.wireOffsets[j], plan_.wireBytes[j]};
-    receives[j] = {received + j * ownSlotBytes_, ownBytes};
-  }
-  exchange_->Run(cross_, kScatterTag, sends, receives, stream, [&](int sourceRank) {
+  const ExchangeMessages scatter = plan_.Scatter(stripeWire, received, ownSlotBytes_);
+  exchange_->Run(cross_, kScatterTag, scatter.sends, scatter.receives, stream, [&](int sourceRank) {
     const auto source = static_cast<size_t>(sourceRank);
     decodeTimer.Time(stream, [&] {
       if (source == position_.node && !quantizeOwnStripe_) {
@@ -130,7 +123,7 @@ void DeviceCrossNodePhase::Aggregate(float* stripe, size_t length, cudaStream_t 
         return;
       }
       const void* part =
-          source == position_.node ? stripeWire + plan_.wireOffsets[position_.node] : receives[source].data;
+          source == position_.node ? stripeWire + plan_.wireOffsets[position_.node] : scatter.receives[source].data;
       if (source == 0) {
         quantizer_.Decode(part, own.count, sum, ElementType::kFloat32, stream);
       } else {
@@ -149,14 +142,10 @@ void DeviceCrossNodePhase::Aggregate(float* stripe, size_t length, cudaStream_t 
   const double requantizeSeconds = clock.Lap();
 
   // 4. All-gather the quantized sums into the stripe's wire image, and decode every owner's part.
-  for (size_t j = 0; j < position_.nodes; ++j) {
-    if (j == position_.node) continue;
-    sends[j] = {ownWire_.get(), ownBytes};
-    receives[j] = {stripeWire + plan_.wireOffsets[j], plan_.wireBytes[j]};
-  }
-  exchange_->Run(cross_, kGatherTag, sends, receives, stream, [&](int ownerRank) {
+  const ExchangeMessages gather = plan_.Gather(ownWire_.get(), stripeWire);
+  exchange_->Run(cross_, kGatherTag, gather.sends, gather.receives, stream, [&](int ownerRank) {
     const auto owner = static_cast<size_t>(ownerRank);
-    const void* part = owner == position_.node ? ownWire_.get() : receives[owner].data;
+    const void* part = owner == position_.node ? ownWire_.get() : gather.receives[owner].data;
     decodeTimer.Time(stream, [&] {
       quantizer_.Decode(part, plan_.subStripes[owner].count, stripe + plan_.subStripes[owner].begin,
                         ElementType::kFloat32, stream);

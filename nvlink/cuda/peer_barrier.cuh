@@ -44,6 +44,19 @@ __device__ inline void RecordFailure(const BarrierContext& context, BarrierFailu
   __threadfence_system();
 }
 
+// Spins until *flag >= target (acquire), or records a timeout naming `peer` and returns false.
+__device__ inline bool WaitAtLeast(const BarrierContext& context, const uint64_t* flag, uint64_t target, int peer,
+                                   int barrier) {
+  const uint64_t deadline = GlobalTimerNs() + context.timeoutNs;
+  while (LoadAcquire(flag) < target) {
+    if (GlobalTimerNs() > deadline) {
+      RecordFailure(context, BarrierFailure::kTimeout, peer, barrier, 0);
+      return false;
+    }
+  }
+  return true;
+}
+
 __device__ inline bool NodeBarrier(const BarrierContext& context, int barrier) {
   const int peer = static_cast<int>(threadIdx.x);
   const uint64_t epoch = context.call * kBarriersPerCall + static_cast<uint64_t>(barrier);

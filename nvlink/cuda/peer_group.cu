@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "gradagg/errors.h"
+#include "nvlink/cuda/all_push_kernel.cuh"
 #include "nvlink/cuda/one_shot_kernel.cuh"
 #include "nvlink/cuda/peer_group.h"
 #include "nvlink/cuda/two_shot_kernel.cuh"
@@ -67,6 +68,25 @@ void LaunchTwoShotKernel(int ranks, int blocks, int threads, const device::TwoSh
   GRADAGG_CUDA_CHECK_LAUNCH("TwoShotKernel");
 }
 
+template <typename T, bool kPushToAll>
+void LaunchAllPushKernel(int ranks, int blocks, int threads, const device::AllPushArgs& args, cudaStream_t stream) {
+  switch (ranks) {
+    case 2:
+      device::AllPushKernel<T, 2, kPushToAll><<<blocks, threads, 0, stream>>>(args);
+      break;
+    case 4:
+      device::AllPushKernel<T, 4, kPushToAll><<<blocks, threads, 0, stream>>>(args);
+      break;
+    case 8:
+      device::AllPushKernel<T, 8, kPushToAll><<<blocks, threads, 0, stream>>>(args);
+      break;
+    default:
+      device::AllPushKernel<T, 0, kPushToAll><<<blocks, threads, 0, stream>>>(args);
+      break;
+  }
+  GRADAGG_CUDA_CHECK_LAUNCH("AllPushKernel");
+}
+
 }  // namespace
 
 size_t DefaultOneShotMaxBytes(int ranks) {
@@ -86,6 +106,8 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
   if (config_.blocks < 0 || config_.blocks > kMaxBlocks)
     throw UsageError("peer group blocks must be 0 (automatic) .. " + std::to_string(kMaxBlocks));
   if (!(config_.timeoutSeconds > 0)) throw UsageError("the peer group timeout must be positive");
+  if (config_.pushGroups < 1 || config_.pushGroups > 16)
+    throw UsageError("peer group push groups must be 1 .. 16, not " + std::to_string(config_.pushGroups));
   GRADAGG_CUDA_CHECK(cudaGetDevice(&device_));
   GRADAGG_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device_));
 
@@ -93,13 +115,18 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
   // An inbox slot holds one 8-byte packet per 4 bytes of data, plus the signature packet.
   if (config_.oneShotMaxBytes == kAutomatic) config_.oneShotMaxBytes = DefaultOneShotMaxBytes(ranks());
   inboxHalfBytes_ = RoundUp(2 * std::max<size_t>(config_.oneShotMaxBytes, 16) + 32, kAlignment) * ranks();
-  const size_t stagingOffset = kControlBytes + 2 * inboxHalfBytes_;
+  // The push inbox: [round parity][block][sender] chunks.
+  pushBlocks_ = config_.blocks > 0 ? config_.blocks : DefaultTwoShotBlocks(ranks(), multiprocessors_);
+  pushChunkVectors_ = static_cast<size_t>(config_.threads) * device::kPushUnroll * config_.pushGroups;
+  pushInboxOffset_ = kControlBytes + 2 * inboxHalfBytes_;
+  const size_t pushInboxBytes = 2 * static_cast<size_t>(pushBlocks_) * (ranks() - 1) * pushChunkVectors_ * 16;
+  const size_t stagingOffset = pushInboxOffset_ + pushInboxBytes;
   config_.stagingBytes = RoundUp(std::max<size_t>(config_.stagingBytes, 1 << 20), kAlignment);
   const size_t scratchBytes = stagingOffset + config_.stagingBytes;
   void* memory = nullptr;
   GRADAGG_CUDA_CHECK(cudaMalloc(&memory, scratchBytes));
   scratchMemory_.reset(memory);
-  GRADAGG_CUDA_CHECK(cudaMemset(memory, 0, stagingOffset));  // flags and packets start at call 0
+  GRADAGG_CUDA_CHECK(cudaMemset(memory, 0, pushInboxOffset_));  // flags and packets start at call 0
   GRADAGG_CUDA_CHECK(cudaDeviceSynchronize());
   GRADAGG_CUDA_CHECK(cudaHostAlloc(&memory, sizeof(BarrierStatus), cudaHostAllocMapped));
   status_.reset(static_cast<BarrierStatus*>(memory));
@@ -111,6 +138,11 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
   staging_.local = scratch_.local + stagingOffset;
   staging_.bytes = config_.stagingBytes;
   for (char* peer : scratch_.peer) staging_.peer.push_back(peer + stagingOffset);
+  staging_.exported = scratch_.exported;  // for bounds and alignment; staging_ is never unmapped by itself
+  for (ExportedBuffer& exported : staging_.exported) {
+    exported.offset += stagingOffset;
+    exported.bytes = config_.stagingBytes;
+  }
 }
 
 void PeerGroup::UnmapPeers() {
@@ -247,7 +279,10 @@ void PeerGroup::ThrowIfFailed() const {
   if (failure == static_cast<int>(BarrierFailure::kNone)) return;
   const int peer = status->peer;
   const std::string who = "local rank " + std::to_string(peer) + " (" + names_.at(peer) + ")";
-  const std::string where = " at the " + std::string(status->barrier == 1 ? "start" : "end") + " barrier of call " +
+  const char* barriers[] = {"start barrier", "end barrier", "wait for pushed data", "wait for a free inbox"};
+  const int reported = status->barrier;
+  const int barrier = std::clamp(reported, 1, 4);
+  const std::string where = " at the " + std::string(barriers[barrier - 1]) + " of call " +
                             std::to_string(status->call) + ", block " + std::to_string(status->block) + ", seen by " +
                             names_[rank_];
   if (failure == static_cast<int>(BarrierFailure::kTimeout))
@@ -293,10 +328,65 @@ void PeerGroup::FusedAllReduce(const Located& input, const Located& output, size
                                ElementType type, cudaStream_t stream) {
   // Equal shards in 16-byte units, the first ones full: every rank computes the same cut.
   const size_t shard = RoundUp((count + ranks() - 1) / ranks(), 16 / ElementBytes(type));
-  const size_t begin = std::min(count, shard * rank_);
+  std::vector<ElementRange> shards;
+  for (int p = 0; p < ranks(); ++p) {
+    const size_t begin = std::min(count, shard * p);
+    shards.push_back({begin, std::min(count, begin + shard) - begin});
+  }
   StartCall(signature);
-  LaunchTwoShot({input, output, {begin, std::min(count, begin + shard) - begin}, shard, 0, 0, true, true}, type,
-                stream);
+  Reduce({input, output, shards[rank_], shard, 0, 0, true, true}, shards, type, stream);
+}
+
+void PeerGroup::Reduce(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type,
+                       cudaStream_t stream) {
+  if (CanPush(call, shards, type)) {
+    LaunchAllPush(call, shards, type, stream);
+  } else {
+    LaunchTwoShot(call, type, stream);
+  }
+}
+
+bool PeerGroup::CanPush(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type) const {
+  if (!config_.allPush || ranks() < 2) return false;
+  const size_t elementBytes = ElementBytes(type);
+  for (int p = 0; p < ranks(); ++p) {
+    // Allocations start 256-byte aligned, so the offsets in every rank's records decide, the same on all ranks.
+    const size_t input = call.input.registration->exported[p].offset + call.input.offset;
+    const size_t output = call.output.registration->exported[p].offset + call.output.offset;
+    for (const ElementRange& shard : shards) {
+      if ((input + shard.begin * elementBytes) % 16 != 0) return false;
+      if (call.pushToAll && (output + shard.begin * elementBytes) % 16 != 0) return false;
+    }
+    if (!call.pushToAll && output % 16 != 0) return false;  // rank p's stripe
+  }
+  return true;
+}
+
+void PeerGroup::LaunchAllPush(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type,
+                              cudaStream_t stream) {
+  device::AllPushArgs args{};
+  args.input = call.input.registration->local + call.input.offset;
+  for (int p = 0; p < ranks(); ++p) {
+    args.peerOutput[p] = call.output.registration->peer[p] + call.output.offset;
+    args.peerInbox[p] = reinterpret_cast<uint4*>(scratch_.peer[p] + pushInboxOffset_);
+    args.shardBegin[p] = shards[p].begin;
+    args.shardCount[p] = shards[p].count;
+  }
+  args.outputShift = call.outputShift;
+  args.chunkVectors = pushChunkVectors_;
+  const size_t largestVectors = (call.largestShard * ElementBytes(type) + 15) / 16;
+  args.chunks = std::max<size_t>(1, (largestVectors + pushChunkVectors_ - 1) / pushChunkVectors_);
+  args.inboxBlocks = pushBlocks_;
+  args.barrier = Barrier();
+  const int blocks = static_cast<int>(std::min<size_t>(args.chunks, pushBlocks_));
+  cuda_detail::WithElementType(type, [&](auto element) {
+    using T = decltype(element);
+    if (call.pushToAll) {
+      LaunchAllPushKernel<T, true>(ranks(), blocks, config_.threads, args, stream);
+    } else {
+      LaunchAllPushKernel<T, false>(ranks(), blocks, config_.threads, args, stream);
+    }
+  });
 }
 
 void PeerGroup::OneShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
@@ -359,7 +449,7 @@ void PeerGroup::ReduceScatter(const void* input, const std::vector<ElementRange>
                    true,
                    false};
   StartCall(Mix(Mix(Mix(4, static_cast<uint64_t>(type)), shards.back().end()), call.input.offset));
-  LaunchTwoShot(call, type, stream);
+  Reduce(call, shards, type, stream);
 }
 
 void PeerGroup::AllGather(const void* stripe, const std::vector<ElementRange>& shards, void* output, ElementType type,

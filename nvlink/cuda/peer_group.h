@@ -6,7 +6,10 @@
 // Paths, chosen per call from the size alone, so every rank takes the same one:
 // - one-shot allreduce (bytes <= oneShotMaxBytes): pushed through fixed inboxes in flagged packets, no barrier, any
 //   buffer;
-// - two-shot allreduce, reduce-scatter and all-gather on registered buffers: read and written in place;
+// - two-shot allreduce and reduce-scatter on registered buffers: all-push (each rank writes its peers' parts into
+//   their inboxes, owners sum locally and write the results), or pulled from the peers' inputs where the shards are
+//   not 16-byte aligned on every rank or the config says so;
+// - all-gather on registered buffers: each rank writes its stripe into every rank's output;
 // - two-shot allreduce of unregistered buffers: chunks staged through a registered area (two extra local copies).
 #pragma once
 
@@ -49,6 +52,8 @@ struct PeerGroupConfig {
   int blocks = 0;                       // two-shot blocks; 0: by group size (2: one per multiprocessor, 4: 32)
   int threads = 512;                    // per block, 32 .. 512
   bool interleaved = true;              // two-shot blocks take interleaved chunks (false: one slice each)
+  bool allPush = true;                  // reduce by pushing into the owner's inbox (false: owners pull from peers)
+  int pushGroups = 1;                   // all-push chunk: threads x 4 x this many 16-byte vectors, 1 .. 16
 };
 
 class PeerGroup {
@@ -128,7 +133,14 @@ class PeerGroup {
     bool reduce;
     bool pushToAll;
   };
+  // A reducing two-shot call: all-push where it can, else pulled.
+  void Reduce(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type, cudaStream_t stream);
   void LaunchTwoShot(const TwoShotCall& call, ElementType type, cudaStream_t stream);
+  // Whether a reducing call can run all-push: every rank's input and output 16-byte aligned at every shard, judged
+  // from the registrations' records so that every rank decides alike.
+  bool CanPush(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type) const;
+  void LaunchAllPush(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type,
+                     cudaStream_t stream);
   void FusedAllReduce(const Located& input, const Located& output, size_t count, uint64_t signature, ElementType type,
                       cudaStream_t stream);
   void OneShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
@@ -141,12 +153,15 @@ class PeerGroup {
   int device_ = 0;
   int multiprocessors_ = 1;
 
-  // This rank's peer memory: [ControlBlock][inbox half 0][inbox half 1][staging], one cudaMalloc, shared like a
-  // registered buffer (scratch_.peer: every rank's, mapped here).
+  // This rank's peer memory: [ControlBlock][inbox half 0][inbox half 1][push inbox][staging], one cudaMalloc, shared
+  // like a registered buffer (scratch_.peer: every rank's, mapped here).
   std::unique_ptr<void, CudaFree> scratchMemory_;
   PeerMappings mappings_;
   Registration scratch_;
   size_t inboxHalfBytes_ = 0;
+  size_t pushInboxOffset_ = 0;
+  int pushBlocks_ = 0;  // all-push blocks at most, which the push inbox is laid out for
+  size_t pushChunkVectors_ = 0;
   std::vector<Registration> registrations_;
   Registration staging_;  // the staging area of every rank
 

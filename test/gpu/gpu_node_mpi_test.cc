@@ -152,13 +152,25 @@ TEST_F(GpuNodeTest, TwoShotAllReduceOnRegisteredBuffersIsTheRankOrderSum) {
     for (size_t count : kCounts) CheckAllReduce(node, {count, type, 0, 0}, true, ++seed, stream_);
 }
 
-TEST_F(GpuNodeTest, TwoShotWithOneSlicePerBlockIsTheRankOrderSumToo) {
+TEST_F(GpuNodeTest, AllPushWithLargerChunksIsTheRankOrderSumToo) {
   GpuNodeConfig config = Config(0);
-  config.group.interleaved = false;  // GRADAGG_NVLINK_INTERLEAVED=0
+  config.group.pushGroups = 3;  // GRADAGG_NVLINK_PUSH_GROUPS=3
   GpuNode node(MPI_COMM_WORLD, config);
-  uint32_t seed = 150;
+  uint32_t seed = 120;
   for (ElementType type : kTypes)
     for (size_t count : kCounts) CheckAllReduce(node, {count, type, 0, 0}, true, ++seed, stream_);
+}
+
+TEST_F(GpuNodeTest, TwoShotPulledFromPeersIsTheRankOrderSumToo) {
+  uint32_t seed = 150;
+  for (bool interleaved : {true, false}) {
+    GpuNodeConfig config = Config(0);
+    config.group.allPush = false;            // GRADAGG_NVLINK_ALL_PUSH=0
+    config.group.interleaved = interleaved;  // GRADAGG_NVLINK_INTERLEAVED=0: one slice per block
+    GpuNode node(MPI_COMM_WORLD, config);
+    for (ElementType type : kTypes)
+      for (size_t count : kCounts) CheckAllReduce(node, {count, type, 0, 0}, true, ++seed, stream_);
+  }
 }
 
 TEST_F(GpuNodeTest, StagedAllReduceOfUnregisteredBuffersIsTheRankOrderSum) {
@@ -258,6 +270,45 @@ TEST_F(GpuNodeTest, ReduceScatterAndAllGatherOfUnequalShards) {
   }
 }
 
+// Shards 16-byte aligned at their starts (so the reduce-scatter runs all-push), of odd lengths with gaps between
+// them, several of them smaller than one chunk; reduce-scatters and allreduces of changing sizes alternate, so the
+// rounds of blocks that a small call leaves idle must stay in step across calls.
+TEST_F(GpuNodeTest, AllPushReduceScatterOfOddShardsAndChangingSizes) {
+  GpuNode node(MPI_COMM_WORLD, Config(0));
+  const int ranks = WorldSize(), me = WorldRank();
+  const size_t most = 1000003;
+  DeviceBuffer gradient(most * 4), stripe(most * 4), output(most * 4);
+  node.Register(gradient.get(), gradient.bytes());
+  node.Register(stripe.get(), stripe.bytes());
+  node.Register(output.get(), output.bytes());
+  uint32_t seed = 700;
+  for (size_t count : {most, size_t{4099}, size_t{262147}, size_t{37}, most}) {
+    for (ElementType type : kTypes) {
+      const size_t bytes = ElementBytes(type);
+      std::vector<ElementRange> shards;
+      for (int r = 0; r < ranks; ++r) {
+        const size_t begin = count * r / ranks / 8 * 8, end = count * (r + 1) / ranks;
+        shards.push_back({begin, end - begin - (end - begin > 3 && r % 2 == 1 ? 3 : 0)});
+      }
+      const std::vector<uint8_t> mine = InputBits(count, type, me, ++seed);
+      ASSERT_EQ(cudaMemcpy(gradient.get(), mine.data(), mine.size(), cudaMemcpyHostToDevice), cudaSuccess);
+      node.peers().ReduceScatter(gradient.get(), shards, stripe.get(), type, stream_);
+      node.AllReduce(gradient.get(), output.get(), count, type, stream_);
+      ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+      node.ThrowIfFailed();
+      EXPECT_EQ(stripe.ToHost<uint8_t>(shards[me].count * bytes),
+                RankOrderSum(shards[me].begin, shards[me].count, type, ranks, seed, count))
+          << ToString(type) << " count " << count;
+      const std::vector<uint8_t> sum = output.ToHost<uint8_t>(count * bytes);
+      EXPECT_EQ(sum, RankOrderSum(0, count, type, ranks, seed, count)) << ToString(type) << " count " << count;
+      EXPECT_TRUE(SameOnAllRanks(sum));
+    }
+  }
+  node.Deregister(output.get());
+  node.Deregister(stripe.get());
+  node.Deregister(gradient.get());
+}
+
 TEST_F(GpuNodeTest, ForcedGroupsOfOneStageThroughHostMemory) {
   GpuNode node(MPI_COMM_WORLD, Config(0, 1));
   EXPECT_EQ(node.groups().size(), static_cast<size_t>(WorldSize()));
@@ -282,6 +333,24 @@ TEST_F(GpuNodeTest, AMismatchedCallIsReportedNotSummed) {
   }
   EXPECT_THROW(node.AllReduce(buffer.get(), buffer.get(), 100, ElementType::kFloat32, stream_),
                nvlink::PeerGroupError);  // the group stays failed
+}
+
+TEST_F(GpuNodeTest, AMismatchedAllPushCallIsReportedNotSummed) {
+  if (WorldSize() < 2) GTEST_SKIP() << "needs two ranks";
+  GpuNode node(MPI_COMM_WORLD, Config(0, 0, 2.0));
+  const size_t most = 1 << 20;
+  DeviceBuffer buffer(most * 4);
+  node.Register(buffer.get(), buffer.bytes());
+  const size_t count = WorldRank() == 1 ? most : most - 64;  // both all-push, only the signature differs
+  node.AllReduce(buffer.get(), buffer.get(), count, ElementType::kFloat32, stream_);
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  try {
+    node.ThrowIfFailed();
+    ADD_FAILURE() << "no error for a call of another size";
+  } catch (const nvlink::PeerGroupError& error) {
+    EXPECT_NE(std::string(error.what()).find("called with another size"), std::string::npos) << error.what();
+  }
+  node.Deregister(buffer.get());
 }
 
 TEST_F(GpuNodeTest, APeerThatNeverArrivesIsNamedAfterTheTimeout) {

@@ -1,0 +1,194 @@
+// All-push kernels, the bandwidth path that only writes over NVLink: every rank reads its own input and pushes each
+// peer's part of it into that peer's inbox; the owner of a shard sums what arrived locally and pushes the result.
+// Two operations share one kernel:
+//   reduce-scatter (own output):  my stripe[i] = sum over ranks of input_p[shard + i]
+//   allreduce      (all outputs): output_p[i] = sum over ranks of input_p[i], i in my shard
+//
+// Every shard is cut into chunks of the same length; block b takes chunks b, b + B, ... of every shard, one chunk a
+// round. Round s of block b:
+// 1. push: once peer r has consumed round s - 2 (the inbox has two slots, by round parity), copy chunk c of shard r
+//    of my input into r's inbox, then raise pushReady on r (system-scope release, with the call's signature);
+// 2. reduce: once every peer's round s has arrived, sum chunk c of my shard in local-rank order (mine read from my
+//    input, the others from my inbox, all local reads), store the result to my stripe or to every rank's output, then
+//    raise pushConsumed on every peer.
+// A block pushes round s + 1 before it reduces round s, so the links carry data while it waits. Allreduce ends once
+// every peer has consumed this block's last round: their results for these chunks are then in my output.
+// Rounds are counted per block across calls (ControlBlock::pushRounds), the same on every rank since every rank
+// makes the same calls, so flags only grow and nothing is reset.
+#pragma once
+
+#include "nvlink/cuda/peer_barrier.cuh"
+#include "nvlink/cuda/vector_math.cuh"
+
+namespace gradagg::nvlink::device {
+
+// Vectors a thread moves at a time: issued together, so a block keeps 4 x 16 bytes x threads in flight.
+constexpr int kPushUnroll = 4;
+
+struct AllPushArgs {
+  const void* input;                  // my input, indexed like the full gradient; 16-byte aligned at every shard
+  void* peerOutput[kMaxLocalRanks];   // rank p's output, mapped here; only [rank] (my stripe) without kPushToAll
+  uint4* peerInbox[kMaxLocalRanks];   // rank p's push inbox, mapped here
+  size_t shardBegin[kMaxLocalRanks];  // rank p's shard, in elements of the full gradient; 16-byte multiples
+  size_t shardCount[kMaxLocalRanks];
+  size_t outputShift;   // output index = full index - outputShift (reduce-scatter writes a stripe)
+  size_t chunkVectors;  // vectors in a chunk: blockDim.x * kPushUnroll * groups
+  size_t chunks;        // chunks in the largest shard (>= gridDim.x)
+  int inboxBlocks;      // blocks the inboxes are laid out for (>= gridDim.x)
+  BarrierContext barrier;
+};
+
+// Where round s of block b from `sender` lies in `receiver`'s inbox: [parity][block][sender, receiver left out].
+__device__ inline size_t InboxSlot(const AllPushArgs& args, uint64_t round, int sender, int receiver) {
+  const int ranks = args.barrier.ranks;
+  const size_t slot = static_cast<size_t>(sender < receiver ? sender : sender - 1);
+  return (((round & 1) * args.inboxBlocks + blockIdx.x) * (ranks - 1) + slot) * args.chunkVectors;
+}
+
+// Vector v of a shard of `count` elements at `shard`: zero past the end.
+template <typename T>
+__device__ inline uint4 LoadShardVector(const T* shard, size_t count, size_t v) {
+  constexpr int kE = Vector<T>::kElements;
+  if ((v + 1) * kE <= count) return LoadVector(shard + v * kE);
+  uint4 bits = make_uint4(0, 0, 0, 0);
+  T* elements = reinterpret_cast<T*>(&bits);
+  for (size_t k = 0; v * kE + k < count; ++k) elements[k] = shard[v * kE + k];
+  return bits;
+}
+
+template <typename T>
+__device__ inline void StoreShardVector(T* shard, size_t count, size_t v, uint4 bits) {
+  constexpr int kE = Vector<T>::kElements;
+  if ((v + 1) * kE <= count) {
+    StoreVector(shard + v * kE, bits);
+    return;
+  }
+  const T* elements = reinterpret_cast<const T*>(&bits);
+  for (size_t k = 0; v * kE + k < count; ++k) shard[v * kE + k] = elements[k];
+}
+
+// Step 1 for round `round`, chunk `chunk`. False on every thread when a peer did not free its inbox in time.
+template <typename T, int kRanks>
+__device__ inline bool PushRound(const AllPushArgs& args, uint64_t round, size_t chunk) {
+  constexpr int kE = Vector<T>::kElements;
+  const BarrierContext& context = args.barrier;
+  const int me = context.rank, ranks = kRanks > 0 ? kRanks : context.ranks, peer = static_cast<int>(threadIdx.x);
+  ControlBlock* mine = context.peerControl[me];
+  bool failed = false;
+  if (peer < ranks && peer != me)
+    failed = !WaitAtLeast(context, &mine->pushConsumed[blockIdx.x][peer], round < 2 ? 0 : round - 2, peer, 4);
+  if (__syncthreads_or(failed)) return false;
+
+  const T* input = static_cast<const T*>(args.input);
+  const size_t groups = args.chunkVectors / (blockDim.x * kPushUnroll);
+  for (int r = 0; r < ranks; ++r) {
+    if (r == me) continue;
+    const T* shard = input + args.shardBegin[r];
+    const size_t count = args.shardCount[r];
+    uint4* slot = args.peerInbox[r] + InboxSlot(args, round, me, r);
+    for (size_t g = 0; g < groups; ++g) {
+      const size_t first = g * kPushUnroll * blockDim.x + threadIdx.x;
+      uint4 data[kPushUnroll];
+#pragma unroll
+      for (int u = 0; u < kPushUnroll; ++u) {
+        const size_t v = chunk * args.chunkVectors + first + u * blockDim.x;
+        if (v * kE < count) data[u] = LoadShardVector(shard, count, v);
+      }
+#pragma unroll
+      for (int u = 0; u < kPushUnroll; ++u) {
+        const size_t v = chunk * args.chunkVectors + first + u * blockDim.x;
+        if (v * kE < count) slot[first + u * blockDim.x] = data[u];
+      }
+    }
+  }
+
+  __syncthreads();
+  if (peer < ranks && peer != me) {
+    ControlBlock* theirs = context.peerControl[peer];
+    __threadfence_system();
+    theirs->pushSignature[round & 1][blockIdx.x][me] = context.signature;
+    StoreRelease(&theirs->pushReady[blockIdx.x][me], round);
+  }
+  return true;
+}
+
+// Step 2 for round `round`, chunk `chunk`. False on every thread when a peer's data did not arrive in time or came
+// from another kind of call.
+template <typename T, int kRanks, bool kPushToAll>
+__device__ inline bool ReduceRound(const AllPushArgs& args, uint64_t round, size_t chunk) {
+  constexpr int kE = Vector<T>::kElements;
+  const BarrierContext& context = args.barrier;
+  const int me = context.rank, ranks = kRanks > 0 ? kRanks : context.ranks, peer = static_cast<int>(threadIdx.x);
+  ControlBlock* mine = context.peerControl[me];
+  bool failed = false;
+  if (peer < ranks && peer != me) {
+    failed = !WaitAtLeast(context, &mine->pushReady[blockIdx.x][peer], round, peer, 3);
+    if (!failed) {
+      const uint64_t theirs = *static_cast<volatile uint64_t*>(&mine->pushSignature[round & 1][blockIdx.x][peer]);
+      if (theirs != context.signature) {
+        RecordFailure(context, BarrierFailure::kMismatch, peer, 3, theirs);
+        failed = true;
+      }
+    }
+  }
+  if (__syncthreads_or(failed)) return false;
+
+  const T* shard = static_cast<const T*>(args.input) + args.shardBegin[me];
+  const size_t count = args.shardCount[me];
+  const size_t outputAt = args.shardBegin[me] - args.outputShift;
+  const uint4* inbox = args.peerInbox[me];
+  const size_t chunkVectors = args.chunkVectors;
+  for (size_t i = threadIdx.x; i < chunkVectors; i += blockDim.x) {
+    const size_t v = chunk * chunkVectors + i;
+    if (v * kE >= count) break;
+    float acc[kE];
+#pragma unroll
+    for (int p = 0; p < (kRanks > 0 ? kRanks : kMaxLocalRanks); ++p) {
+      if (kRanks == 0 && p >= ranks) break;
+      const uint4 term = p == me ? LoadShardVector(shard, count, v) : __ldcg(inbox + InboxSlot(args, round, p, me) + i);
+      Accumulate<T>(acc, term, p == 0);
+    }
+    const uint4 sum = Round<T>(acc);
+    if constexpr (kPushToAll) {
+#pragma unroll
+      for (int q = 0; q < (kRanks > 0 ? kRanks : kMaxLocalRanks); ++q) {
+        if (kRanks == 0 && q >= ranks) break;
+        StoreShardVector(static_cast<T*>(args.peerOutput[q]) + outputAt, count, v, sum);
+      }
+    } else {
+      StoreShardVector(static_cast<T*>(args.peerOutput[me]) + outputAt, count, v, sum);
+    }
+  }
+
+  __syncthreads();
+  if (peer < ranks && peer != me) {
+    __threadfence_system();
+    StoreRelease(&context.peerControl[peer]->pushConsumed[blockIdx.x][me], round);
+  }
+  return true;
+}
+
+template <typename T, int kRanks, bool kPushToAll>
+__global__ void __launch_bounds__(512) AllPushKernel(AllPushArgs args) {
+  const BarrierContext& context = args.barrier;
+  const int me = context.rank, ranks = kRanks > 0 ? kRanks : context.ranks, peer = static_cast<int>(threadIdx.x);
+  ControlBlock* mine = context.peerControl[me];
+  const uint64_t before = mine->pushRounds[blockIdx.x];  // read by every thread before thread 0 moves it on
+  const size_t rounds = DivUp(args.chunks - blockIdx.x, gridDim.x);
+  const auto chunkOf = [&](size_t k) { return blockIdx.x + k * gridDim.x; };
+
+  if (!PushRound<T, kRanks>(args, before + 1, chunkOf(0))) return;
+  for (size_t k = 0; k < rounds; ++k) {
+    if (k + 1 < rounds && !PushRound<T, kRanks>(args, before + k + 2, chunkOf(k + 1))) return;
+    if (!ReduceRound<T, kRanks, kPushToAll>(args, before + k + 1, chunkOf(k))) return;
+  }
+
+  // Allreduce: every peer has stored its results for these chunks into my output.
+  bool failed = false;
+  if (kPushToAll && peer < ranks && peer != me)
+    failed = !WaitAtLeast(context, &mine->pushConsumed[blockIdx.x][peer], before + rounds, peer, 4);
+  if (__syncthreads_or(failed)) return;
+  if (threadIdx.x == 0) mine->pushRounds[blockIdx.x] = before + rounds;
+}
+
+}  // namespace gradagg::nvlink::device

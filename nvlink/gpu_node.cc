@@ -71,7 +71,8 @@ GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
   group.blocks = static_cast<int>(ParseNumber("GRADAGG_NVLINK_BLOCKS", group.blocks));
   group.interleaved = ParseNumber("GRADAGG_NVLINK_INTERLEAVED", group.interleaved ? 1 : 0) != 0;
   group.allPush = ParseNumber("GRADAGG_NVLINK_ALL_PUSH", group.allPush ? 1 : 0) != 0;
-  group.pushGroups = static_cast<int>(ParseNumber("GRADAGG_NVLINK_PUSH_GROUPS", group.pushGroups));
+  group.pushChunkBytes =
+      static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_PUSH_CHUNK", static_cast<double>(group.pushChunkBytes)));
   config.forcedGroupSize = static_cast<int>(ParseNumber("GRADAGG_NVLINK_GROUP_SIZE", config.forcedGroupSize));
   config.traceLevel = static_cast<int>(ParseNumber("GRADAGG_TRACE", config.traceLevel));
   return config;

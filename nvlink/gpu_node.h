@@ -33,7 +33,7 @@ struct GpuNodeConfig {
 
 // Defaults overridden by GRADAGG_NVLINK_ONE_SHOT_MAX (bytes), GRADAGG_NVLINK_STAGING (bytes),
 // GRADAGG_NVLINK_TIMEOUT (seconds), GRADAGG_NVLINK_BLOCKS, GRADAGG_NVLINK_INTERLEAVED (0: one slice per block),
-// GRADAGG_NVLINK_ALL_PUSH (0: owners pull), GRADAGG_NVLINK_PUSH_GROUPS (chunk size), GRADAGG_NVLINK_GROUP_SIZE and
+// GRADAGG_NVLINK_ALL_PUSH (0: owners pull), GRADAGG_NVLINK_PUSH_CHUNK (bytes), GRADAGG_NVLINK_GROUP_SIZE and
 // GRADAGG_TRACE.
 // Throws UsageError for a value that does not parse.
 GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config = {});

@@ -4,8 +4,8 @@
 //   reduce-scatter (own output):  my stripe[i] = sum over ranks of input_p[shard + i]
 //   allreduce      (all outputs): output_p[i] = sum over ranks of input_p[i], i in my shard
 //
-// Every shard is cut into chunks of the same length; block b takes chunks b, b + B, ... of every shard, one chunk a
-// round. Round s of block b:
+// Every shard is cut into chunks of the same length (set per call so that every block gets work, up to the inbox
+// slot); block b takes chunks b, b + B, ... of every shard, one chunk a round. Round s of block b:
 // 1. push: once peer r has consumed round s - 2 (the inbox has two slots, by round parity), copy chunk c of shard r
 //    of my input into r's inbox, then raise pushReady on r (system-scope release, with the call's signature);
 // 2. reduce: once every peer's round s has arrived, sum chunk c of my shard in local-rank order (mine read from my
@@ -32,7 +32,8 @@ struct AllPushArgs {
   size_t shardBegin[kMaxLocalRanks];  // rank p's shard, in elements of the full gradient; 16-byte multiples
   size_t shardCount[kMaxLocalRanks];
   size_t outputShift;   // output index = full index - outputShift (reduce-scatter writes a stripe)
-  size_t chunkVectors;  // vectors in a chunk: blockDim.x * kPushUnroll * groups
+  size_t chunkVectors;  // vectors in a chunk: a multiple of blockDim.x, at most slotVectors
+  size_t slotVectors;   // vectors in an inbox slot
   size_t chunks;        // chunks in the largest shard (>= gridDim.x)
   int inboxBlocks;      // blocks the inboxes are laid out for (>= gridDim.x)
   BarrierContext barrier;
@@ -42,7 +43,7 @@ struct AllPushArgs {
 __device__ inline size_t InboxSlot(const AllPushArgs& args, uint64_t round, int sender, int receiver) {
   const int ranks = args.barrier.ranks;
   const size_t slot = static_cast<size_t>(sender < receiver ? sender : sender - 1);
-  return (((round & 1) * args.inboxBlocks + blockIdx.x) * (ranks - 1) + slot) * args.chunkVectors;
+  return (((round & 1) * args.inboxBlocks + blockIdx.x) * (ranks - 1) + slot) * args.slotVectors;
 }
 
 // Vector v of a shard of `count` elements at `shard`: zero past the end.
@@ -80,24 +81,23 @@ __device__ inline bool PushRound(const AllPushArgs& args, uint64_t round, size_t
   if (__syncthreads_or(failed)) return false;
 
   const T* input = static_cast<const T*>(args.input);
-  const size_t groups = args.chunkVectors / (blockDim.x * kPushUnroll);
+  const size_t chunkVectors = args.chunkVectors;
   for (int r = 0; r < ranks; ++r) {
     if (r == me) continue;
     const T* shard = input + args.shardBegin[r];
     const size_t count = args.shardCount[r];
     uint4* slot = args.peerInbox[r] + InboxSlot(args, round, me, r);
-    for (size_t g = 0; g < groups; ++g) {
-      const size_t first = g * kPushUnroll * blockDim.x + threadIdx.x;
+    for (size_t first = threadIdx.x; first < chunkVectors; first += kPushUnroll * blockDim.x) {
       uint4 data[kPushUnroll];
 #pragma unroll
       for (int u = 0; u < kPushUnroll; ++u) {
-        const size_t v = chunk * args.chunkVectors + first + u * blockDim.x;
-        if (v * kE < count) data[u] = LoadShardVector(shard, count, v);
+        const size_t i = first + u * blockDim.x, v = chunk * chunkVectors + i;
+        if (i < chunkVectors && v * kE < count) data[u] = LoadShardVector(shard, count, v);
       }
 #pragma unroll
       for (int u = 0; u < kPushUnroll; ++u) {
-        const size_t v = chunk * args.chunkVectors + first + u * blockDim.x;
-        if (v * kE < count) slot[first + u * blockDim.x] = data[u];
+        const size_t i = first + u * blockDim.x, v = chunk * chunkVectors + i;
+        if (i < chunkVectors && v * kE < count) slot[i] = data[u];
       }
     }
   }

@@ -106,8 +106,9 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
   if (config_.blocks < 0 || config_.blocks > kMaxBlocks)
     throw UsageError("peer group blocks must be 0 (automatic) .. " + std::to_string(kMaxBlocks));
   if (!(config_.timeoutSeconds > 0)) throw UsageError("the peer group timeout must be positive");
-  if (config_.pushGroups < 1 || config_.pushGroups > 16)
-    throw UsageError("peer group push groups must be 1 .. 16, not " + std::to_string(config_.pushGroups));
+  if (config_.pushChunkBytes < (16 << 10) || config_.pushChunkBytes > (1 << 20))
+    throw UsageError("the all-push chunk must be 16 KiB .. 1 MiB, not " + std::to_string(config_.pushChunkBytes) +
+                     " bytes");
   GRADAGG_CUDA_CHECK(cudaGetDevice(&device_));
   GRADAGG_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device_));
 
@@ -117,7 +118,7 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
   inboxHalfBytes_ = RoundUp(2 * std::max<size_t>(config_.oneShotMaxBytes, 16) + 32, kAlignment) * ranks();
   // The push inbox: [round parity][block][sender] chunks.
   pushBlocks_ = config_.blocks > 0 ? config_.blocks : DefaultTwoShotBlocks(ranks(), multiprocessors_);
-  pushChunkVectors_ = static_cast<size_t>(config_.threads) * device::kPushUnroll * config_.pushGroups;
+  pushChunkVectors_ = RoundUp(config_.pushChunkBytes / 16, config_.threads);
   pushInboxOffset_ = kControlBytes + 2 * inboxHalfBytes_;
   const size_t pushInboxBytes = 2 * static_cast<size_t>(pushBlocks_) * (ranks() - 1) * pushChunkVectors_ * 16;
   const size_t stagingOffset = pushInboxOffset_ + pushInboxBytes;
@@ -373,9 +374,13 @@ void PeerGroup::LaunchAllPush(const TwoShotCall& call, const std::vector<Element
     args.shardCount[p] = shards[p].count;
   }
   args.outputShift = call.outputShift;
-  args.chunkVectors = pushChunkVectors_;
+  // Chunks as large as the inbox slot, or smaller where that leaves blocks idle, in whole rows of threads.
   const size_t largestVectors = (call.largestShard * ElementBytes(type) + 15) / 16;
-  args.chunks = std::max<size_t>(1, (largestVectors + pushChunkVectors_ - 1) / pushChunkVectors_);
+  const size_t threads = static_cast<size_t>(config_.threads);
+  args.chunkVectors =
+      std::clamp(RoundUp((largestVectors + pushBlocks_ - 1) / pushBlocks_, threads), threads, pushChunkVectors_);
+  args.slotVectors = pushChunkVectors_;
+  args.chunks = std::max<size_t>(1, (largestVectors + args.chunkVectors - 1) / args.chunkVectors);
   args.inboxBlocks = pushBlocks_;
   args.barrier = Barrier();
   const int blocks = static_cast<int>(std::min<size_t>(args.chunks, pushBlocks_));

@@ -53,7 +53,7 @@ struct PeerGroupConfig {
   int threads = 512;                    // per block, 32 .. 512
   bool interleaved = true;              // two-shot blocks take interleaved chunks (false: one slice each)
   bool allPush = true;                  // reduce by pushing into the owner's inbox (false: owners pull from peers)
-  int pushGroups = 1;                   // all-push chunk: threads x 4 x this many 16-byte vectors, 1 .. 16
+  size_t pushChunkBytes = 128 << 10;    // all-push chunk per block and peer at most (16 KiB .. 1 MiB); inbox slot
 };
 
 class PeerGroup {

@@ -85,8 +85,8 @@ __global__ void __launch_bounds__(512) TwoShotKernel(TwoShotArgs args) {
     end = args.shardBegin + slice.end;
   }
   const size_t vectorEnd = args.vector ? begin + (end - begin) / kE * kE : begin;
-  const size_t threadsBefore = args.interleaved ? static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x
-                                                : threadIdx.x;
+  const size_t threadsBefore =
+      args.interleaved ? static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x : threadIdx.x;
   const size_t threadCount = args.interleaved ? static_cast<size_t>(gridDim.x) * blockDim.x : blockDim.x;
   const ThreadVectors mine{begin + threadsBefore * kE, threadCount * kE, vectorEnd};
 

@@ -75,6 +75,7 @@ GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
       static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_PUSH_CHUNK", static_cast<double>(group.pushChunkBytes)));
   config.forcedGroupSize = static_cast<int>(ParseNumber("GRADAGG_NVLINK_GROUP_SIZE", config.forcedGroupSize));
   config.traceLevel = static_cast<int>(ParseNumber("GRADAGG_TRACE", config.traceLevel));
+  config.shareGpus = ParseNumber("GRADAGG_NVLINK_SHARE_GPUS", config.shareGpus ? 1 : 0) != 0;
   return config;
 }
 
@@ -89,7 +90,7 @@ GpuNode::GpuNode(MPI_Comm node, const GpuNodeConfig& config) : config_(config), 
   access_.assign(ranks, std::vector<bool>(ranks));
   for (int i = 0; i < ranks; ++i)
     for (int j = 0; j < ranks; ++j) access_[i][j] = all[i * ranks + j] != 0;
-  for (int i = 0; i < ranks; ++i)
+  for (int i = 0; i < ranks && !config_.shareGpus; ++i)
     for (int j = i + 1; j < ranks; ++j)
       if (pciIds[i] == pciIds[j])
         throw UsageError("local ranks " + std::to_string(i) + " and " + std::to_string(j) + " share GPU " + pciIds[i] +

@@ -29,12 +29,15 @@ struct GpuNodeConfig {
   nvlink::PeerGroupConfig group;
   int forcedGroupSize = 0;  // GRADAGG_NVLINK_GROUP_SIZE: 0 = from peer access; N = consecutive groups of N
   int traceLevel = 0;       // >= 1: local rank 0 prints the access matrix and the groups on stderr
+  // GRADAGG_NVLINK_SHARE_GPUS=1: let several local ranks share a GPU, so the kernels for G ranks can be tested on
+  // fewer GPUs. Their kernels then time-slice (they spin on each other's flags): correct, but no measure of speed.
+  bool shareGpus = false;
 };
 
 // Defaults overridden by GRADAGG_NVLINK_ONE_SHOT_MAX (bytes), GRADAGG_NVLINK_STAGING (bytes),
 // GRADAGG_NVLINK_TIMEOUT (seconds), GRADAGG_NVLINK_BLOCKS, GRADAGG_NVLINK_INTERLEAVED (0: one slice per block),
-// GRADAGG_NVLINK_ALL_PUSH (0: owners pull), GRADAGG_NVLINK_PUSH_CHUNK (bytes), GRADAGG_NVLINK_GROUP_SIZE and
-// GRADAGG_TRACE.
+// GRADAGG_NVLINK_ALL_PUSH (0: owners pull), GRADAGG_NVLINK_PUSH_CHUNK (bytes), GRADAGG_NVLINK_GROUP_SIZE,
+// GRADAGG_NVLINK_SHARE_GPUS (tests only) and GRADAGG_TRACE.
 // Throws UsageError for a value that does not parse.
 GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config = {});
 

@@ -2,9 +2,8 @@
 // with the same method: out of place, CUDA events around -n calls after -w warm-ups, the time per call is the
 // slowest rank's; every size of both is checked on every element (#wrong). nccl-tests' flags and table.
 //   mpirun -np G gradagg_nvlink_benchmark -b 1K -e 1G -f 2 [-d float|bfloat16|half]
-#include <mpi.h>
-
 #include <cuda_runtime_api.h>
+#include <mpi.h>
 
 #include <boost/program_options.hpp>
 #include <cstdio>
@@ -13,8 +12,9 @@
 #include <memory>
 #include <string>
 
-#include "apps/gradagg/cli_options.h"
 #include "apps/common/nccl_library.h"
+#include "apps/gradagg/cli_options.h"
+#include "apps/nvlink_benchmark/launch_floor.h"
 #include "apps/nvlink_benchmark/test_pattern.h"
 #include "mpi_glue/mpi_error.h"
 #include "nvlink/gpu_node.h"
@@ -33,16 +33,17 @@ struct Settings {
 bool Parse(int argc, char** argv, Settings& settings, int rank) {
   namespace po = boost::program_options;
   std::string minText = "1K", maxText = "64M", typeText = "float";
-  po::options_description flags("gradagg_nvlink_benchmark: intra-node allreduce, gradagg vs NCCL (mpirun, one rank "
-                                "per GPU)");
+  po::options_description flags(
+      "gradagg_nvlink_benchmark: intra-node allreduce, gradagg vs NCCL (mpirun, one rank "
+      "per GPU)");
   flags.add_options()("help,h", "this text")("minbytes,b", po::value(&minText), "smallest size (1K)")(
-      "maxbytes,e", po::value(&maxText), "largest size (64M)")("stepfactor,f", po::value(&settings.factor),
-                                                                "size multiplier (2)")(
-      "iters,n", po::value(&settings.iterations), "timed calls per size (50)")(
-      "warmup_iters,w", po::value(&settings.warmups), "untimed calls first (10)")(
-      "datatype,d", po::value(&typeText), "float, bfloat16 or half (float)")(
-      "check,c", po::value<int>()->default_value(1), "check every element (1) or not (0)")(
-      "no-nccl", "leave out the NCCL rows");
+      "maxbytes,e", po::value(&maxText), "largest size (64M)")(
+      "stepfactor,f", po::value(&settings.factor), "size multiplier (2)")("iters,n", po::value(&settings.iterations),
+                                                                          "timed calls per size (50)")(
+      "warmup_iters,w", po::value(&settings.warmups), "untimed calls first (10)")("datatype,d", po::value(&typeText),
+                                                                                  "float, bfloat16 or half (float)")(
+      "check,c", po::value<int>()->default_value(1), "check every element (1) or not (0)")("no-nccl",
+                                                                                           "leave out the NCCL rows");
   po::variables_map values;
   std::string error;
   try {
@@ -121,9 +122,9 @@ int Run(const Settings& settings) {
   std::unique_ptr<NcclLibrary> nccl;
   if (settings.nccl) {
     setenv("NCCL_NVLS_ENABLE", "0", 1);  // NVLink SHARP stays off on these machines (DEVICE.md)
-    nccl = NcclLibrary::Open(rank, ranks, [](void* data, int bytes) {
-      GRADAGG_MPI_CHECK(MPI_Bcast(data, bytes, MPI_BYTE, 0, MPI_COMM_WORLD));
-    }, why);
+    nccl = NcclLibrary::Open(
+        rank, ranks,
+        [](void* data, int bytes) { GRADAGG_MPI_CHECK(MPI_Bcast(data, bytes, MPI_BYTE, 0, MPI_COMM_WORLD)); }, why);
   }
 
   const size_t elementBytes = ElementBytes(settings.type);
@@ -139,8 +140,13 @@ int Run(const Settings& settings) {
                 ranks, ToString(settings.type), node.peers().config().oneShotMaxBytes, settings.iterations,
                 settings.warmups);
     std::printf("# NCCL: %s\n", nccl ? ("libnccl " + nccl->version() + ", NCCL_NVLS_ENABLE=0").c_str()
-                                      : (settings.nccl ? why.c_str() : "left out (--no-nccl)"));
+                                     : (settings.nccl ? why.c_str() : "left out (--no-nccl)"));
     std::printf("# busbw = algbw * 2(n-1)/n; speedup = NCCL time / gradagg time\n");
+  }
+  // Measured by every rank (TimeCalls is collective), printed by rank 0.
+  const double launchFloor = TimeCalls(settings, stream, [&] { LaunchEmptyKernel(stream); });
+  if (rank == 0) {
+    std::printf("# launch floor: %.2f us per call (an empty kernel, timed the same way)\n", launchFloor);
     std::printf("#%11s %12s %9s  %10s %7s %7s %6s  %10s %7s %7s %6s  %7s\n", "size", "count", "type", "gradagg_us",
                 "algbw", "busbw", "#wrong", "nccl_us", "algbw", "busbw", "#wrong", "speedup");
   }
@@ -152,15 +158,14 @@ int Run(const Settings& settings) {
     const size_t count = bytes / elementBytes;
     if (count == 0) continue;
     FillPattern(input, count, settings.type, rank, ++seed, stream);
-    const double ours = TimeCalls(settings, stream, [&] {
-      node.AllReduce(input, output, count, settings.type, stream);
-    });
+    const double ours =
+        TimeCalls(settings, stream, [&] { node.AllReduce(input, output, count, settings.type, stream); });
     GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
     node.ThrowIfFailed();
     GRADAGG_CUDA_CHECK(cudaMemsetAsync(output, 0xff, count * elementBytes, stream));  // poison, then one call
     node.AllReduce(input, output, count, settings.type, stream);
-    const size_t wrong = settings.check ? SumOverRanks(CountWrong(output, count, settings.type, ranks, seed, stream))
-                                        : 0;
+    const size_t wrong =
+        settings.check ? SumOverRanks(CountWrong(output, count, settings.type, ranks, seed, stream)) : 0;
     node.ThrowIfFailed();
     double theirs = 0;
     size_t ncclWrong = 0;

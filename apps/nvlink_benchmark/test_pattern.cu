@@ -25,8 +25,7 @@ __global__ void FillKernel(T* buffer, size_t count, int rank, uint32_t seed) {
 }
 
 template <typename T>
-__global__ void CountWrongKernel(const T* result, size_t count, int ranks, uint32_t seed,
-                                 unsigned long long* wrong) {
+__global__ void CountWrongKernel(const T* result, size_t count, int ranks, uint32_t seed, unsigned long long* wrong) {
   unsigned long long mine = 0;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One test round of GPU aggregation end to end on a GPU machine (N = the GPUs present, at most 8):
-#   1. the device tests on every emulated layout (1xN, 2x(N/2), ..., Nx1), staged transport;
+#   1. the device tests on every emulated layout (1xN, 2x(N/2), ..., Nx1), staged transport (with fewer than 4
+#      GPUs, also 1x4 and 2x2 on ranks sharing them: correctness only);
 #   2. the same with a CUDA-aware Open MPI, when MPI_PREFIX holds one (scripts/build_cuda_aware_openmpi.sh);
 #   3. gradagg --check on every layout and bit width, with each transport;
 #   4. compute-sanitizer memcheck of the device tests on one layout;
@@ -53,6 +54,15 @@ for transport in "${transports[@]}"; do
     -b 1M -e 256M -f 4 -n 10 -w 3 --json "$out/table_${transport}.json" >"$out/table_${transport}.txt" 2>&1
   summary="$summary\n== table $transport: exit $?\n$(grep -v '^#' "$out/table_${transport}.txt" | awk '{print $1, $4, $7, $8, $10, $11, $12, $13, $14, $15, $16, $17, $18}')"
 done
+# Fewer than 4 GPUs: the layouts of 4 ranks (1x4, 2x2) on ranks sharing the GPUs, for correctness only.
+if [ "$gpus" -lt 4 ]; then
+  for per in 4 2; do
+    echo "===== device tests, staged $((4 / per))x$per on 4 ranks sharing $gpus GPUs" >>"$out/tests.txt"
+    timeout 200 "${staged[@]}" --oversubscribe -np 4 -x GRADAGG_NVLINK_SHARE_GPUS=1 -x GRADAGG_TEST_RANKS_PER_NODE="$per" \
+      "$bin/gradagg_device_gpu_tests" --gtest_color=no >>"$out/tests.txt" 2>&1
+    summary="$summary\n== tests staged $((4 / per))x$per, 4 ranks sharing $gpus GPUs: exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/tests.txt" | tail -n 1)"
+  done
+fi
 # The NVLink phase's own tests too, since this round's library carries its changes.
 echo "===== NVLink phase tests, $gpus GPUs" >>"$out/tests.txt"
 timeout 300 "${staged[@]}" -np "$gpus" "$bin/gradagg_nvlink_gpu_tests" --gtest_color=no >>"$out/tests.txt" 2>&1

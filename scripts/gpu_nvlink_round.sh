@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One test round of the NVLink phase on a GPU machine: topology, the multi-rank GPU tests on 2 .. N GPUs, one
-# memcheck run, and the allreduce benchmark against NCCL on 2 .. N GPUs (N = the GPUs present, at most 8).
+# One test round of the NVLink phase on a GPU machine: topology, the multi-rank GPU tests on 2 .. N GPUs (and, where
+# N < 8, on up to 8 ranks sharing the N GPUs: the kernels for larger groups, for correctness only), one memcheck run,
+# and the allreduce benchmark against NCCL on 2 .. N GPUs (N = the GPUs present, at most 8).
 #   scripts/gpu_nvlink_round.sh BIN_DIR OUT_DIR [BENCHMARK_ARGS...]
 # BIN_DIR holds gradagg_nvlink_gpu_tests and gradagg_nvlink_benchmark (scripts/stage_for_device.sh). Logs go to
 # OUT_DIR; a short summary is printed last.
@@ -20,6 +21,12 @@ for n in 2 4 8; do [ "$n" -le "$gpus" ] && counts="$counts $n"; done
 for n in $counts; do
   timeout 300 "${mpirun[@]}" -np "$n" "$bin/gradagg_nvlink_gpu_tests" >"$out/tests_${n}gpus.txt" 2>&1
   summary="$summary\n== tests on $n GPUs: exit $? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/tests_${n}gpus.txt" | tr '\n' ' ')"
+done
+for n in 4 8; do
+  [ "$n" -le "$gpus" ] && continue
+  timeout 300 "${mpirun[@]}" --oversubscribe -x GRADAGG_NVLINK_SHARE_GPUS=1 -np "$n" "$bin/gradagg_nvlink_gpu_tests" \
+    >"$out/tests_${n}ranks_shared.txt" 2>&1
+  summary="$summary\n== tests on $n ranks sharing $gpus GPUs: exit $? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/tests_${n}ranks_shared.txt" | tr '\n' ' ')"
 done
 timeout 240 "${mpirun[@]}" -np 2 "$sanitizer" --tool memcheck --error-exitcode 9 "$bin/gradagg_nvlink_gpu_tests" \
   --gtest_filter='-*Mismatch*:*NeverArrives*:*Staged*' >"$out/memcheck_2gpus.txt" 2>&1

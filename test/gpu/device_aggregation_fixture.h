@@ -23,8 +23,8 @@ class DeviceAggregation : public OneGpuPerRank {
   }
 
   // One float32 call with device memory on every rank, checked against the oracle; returns the result.
-  std::vector<float> ExpectMatchesOracle(Aggregator& aggregator, SerialSimulation& oracle, size_t count,
-                                         uint32_t seed, const std::string& what) {
+  std::vector<float> ExpectMatchesOracle(Aggregator& aggregator, SerialSimulation& oracle, size_t count, uint32_t seed,
+                                         const std::string& what) {
     const std::vector<float> input = RandomGradient(count, seed, WorldRank());
     DeviceBuffer gradient = DeviceBuffer::From(input);
     aggregator.AggregateGradients({{gradient.get(), count, DataType::kFloat32}}, stream_);

@@ -25,8 +25,8 @@ using DeviceBackground = DeviceAggregation;
 // Work that keeps `stream` busy for a few milliseconds: copies between two large scratch buffers.
 void QueueBusyWork(DeviceBuffer& a, DeviceBuffer& b, cudaStream_t stream) {
   for (int i = 0; i < 16; ++i)
-    ASSERT_EQ(cudaMemcpyAsync(i % 2 ? a.get() : b.get(), i % 2 ? b.get() : a.get(), a.bytes(),
-                              cudaMemcpyDeviceToDevice, stream),
+    ASSERT_EQ(cudaMemcpyAsync(i % 2 ? a.get() : b.get(), i % 2 ? b.get() : a.get(), a.bytes(), cudaMemcpyDeviceToDevice,
+                              stream),
               cudaSuccess);
 }
 

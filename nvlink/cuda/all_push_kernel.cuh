@@ -22,8 +22,12 @@
 
 namespace gradagg::nvlink::device {
 
-// Vectors a thread moves at a time: issued together, so a block keeps 4 x 16 bytes x threads in flight.
-constexpr int kPushUnroll = 4;
+// Vectors a thread handles at a time, their loads issued together: one at a time, a block's round waited on memory
+// latency once per vector and a block moved only about 10 GB/s (bench/NOTES.md). Summing loads a vector from every
+// rank for each into float32 sums, so it takes fewer where the ranks are many or the elements small (registers).
+constexpr int kPushUnroll = 8;
+template <typename T, int kRanks>
+constexpr int kReduceUnroll = kRanks > 0 && kRanks <= 4 && sizeof(T) == 4 ? 4 : 2;
 
 struct AllPushArgs {
   const void* input;                  // my input, indexed like the full gradient; 16-byte aligned at every shard
@@ -138,25 +142,44 @@ __device__ inline bool ReduceRound(const AllPushArgs& args, uint64_t round, size
   const size_t outputAt = args.shardBegin[me] - args.outputShift;
   const uint4* inbox = args.peerInbox[me];
   const size_t chunkVectors = args.chunkVectors;
-  for (size_t i = threadIdx.x; i < chunkVectors; i += blockDim.x) {
-    const size_t v = chunk * chunkVectors + i;
-    if (v * kE >= count) break;
-    float acc[kE];
+  constexpr int kU = kReduceUnroll<T, kRanks>;
+  for (size_t first = threadIdx.x; first < chunkVectors; first += kU * blockDim.x) {
+    bool active[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const size_t i = first + u * blockDim.x;
+      active[u] = i < chunkVectors && (chunk * chunkVectors + i) * kE < count;
+    }
+    float acc[kU][kE];
 #pragma unroll
     for (int p = 0; p < (kRanks > 0 ? kRanks : kMaxLocalRanks); ++p) {
       if (kRanks == 0 && p >= ranks) break;
-      const uint4 term = p == me ? LoadShardVector(shard, count, v) : __ldcg(inbox + InboxSlot(args, round, p, me) + i);
-      Accumulate<T>(acc, term, p == 0);
-    }
-    const uint4 sum = Round<T>(acc);
-    if constexpr (kPushToAll) {
+      const uint4* from = p == me ? nullptr : inbox + InboxSlot(args, round, p, me);
+      uint4 terms[kU];
 #pragma unroll
-      for (int q = 0; q < (kRanks > 0 ? kRanks : kMaxLocalRanks); ++q) {
-        if (kRanks == 0 && q >= ranks) break;
-        StoreShardVector(static_cast<T*>(args.peerOutput[q]) + outputAt, count, v, sum);
+      for (int u = 0; u < kU; ++u) {
+        const size_t i = first + u * blockDim.x;
+        terms[u] = !active[u] ? make_uint4(0, 0, 0, 0)
+                   : p == me  ? LoadShardVector(shard, count, chunk * chunkVectors + i)
+                              : __ldcg(from + i);
       }
-    } else {
-      StoreShardVector(static_cast<T*>(args.peerOutput[me]) + outputAt, count, v, sum);
+#pragma unroll
+      for (int u = 0; u < kU; ++u) Accumulate<T>(acc[u], terms[u], p == 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      if (!active[u]) continue;
+      const size_t v = chunk * chunkVectors + first + u * blockDim.x;
+      const uint4 sum = Round<T>(acc[u]);
+      if constexpr (kPushToAll) {
+#pragma unroll
+        for (int q = 0; q < (kRanks > 0 ? kRanks : kMaxLocalRanks); ++q) {
+          if (kRanks == 0 && q >= ranks) break;
+          StoreShardVector(static_cast<T*>(args.peerOutput[q]) + outputAt, count, v, sum);
+        }
+      } else {
+        StoreShardVector(static_cast<T*>(args.peerOutput[me]) + outputAt, count, v, sum);
+      }
     }
   }
 

@@ -71,8 +71,8 @@ GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
   group.blocks = static_cast<int>(ParseNumber("GRADAGG_NVLINK_BLOCKS", group.blocks));
   group.interleaved = ParseNumber("GRADAGG_NVLINK_INTERLEAVED", group.interleaved ? 1 : 0) != 0;
   group.allPush = ParseNumber("GRADAGG_NVLINK_ALL_PUSH", group.allPush ? 1 : 0) != 0;
-  group.pushChunkBytes =
-      static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_PUSH_CHUNK", static_cast<double>(group.pushChunkBytes)));
+  if (std::getenv("GRADAGG_NVLINK_PUSH_CHUNK") != nullptr)
+    group.pushChunkBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_PUSH_CHUNK", 0));
   config.forcedGroupSize = static_cast<int>(ParseNumber("GRADAGG_NVLINK_GROUP_SIZE", config.forcedGroupSize));
   config.traceLevel = static_cast<int>(ParseNumber("GRADAGG_TRACE", config.traceLevel));
   config.shareGpus = ParseNumber("GRADAGG_NVLINK_SHARE_GPUS", config.shareGpus ? 1 : 0) != 0;

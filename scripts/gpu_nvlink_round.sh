@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One test round of the NVLink phase on a GPU machine: topology, the multi-rank GPU tests on 2 .. N GPUs (and, where
 # N < 8, on up to 8 ranks sharing the N GPUs: the kernels for larger groups, for correctness only), one memcheck run,
-# and the allreduce benchmark against NCCL on 2 .. N GPUs (N = the GPUs present, at most 8).
+# and the allreduce benchmark against NCCL on 2 .. N GPUs (N = the GPUs present, at most 8), again with the pulled
+# reduction (GRADAGG_NVLINK_ALL_PUSH=0).
 #   scripts/gpu_nvlink_round.sh BIN_DIR OUT_DIR [BENCHMARK_ARGS...]
 # BIN_DIR holds gradagg_nvlink_gpu_tests and gradagg_nvlink_benchmark (scripts/stage_for_device.sh). Logs go to
 # OUT_DIR; a short summary is printed last.
@@ -34,6 +35,10 @@ summary="$summary\n== memcheck on 2 GPUs: exit $? $(grep -E 'ERROR SUMMARY' "$ou
 for n in $counts; do
   timeout 300 "${mpirun[@]}" -np "$n" "$bin/gradagg_nvlink_benchmark" "$@" >"$out/benchmark_${n}gpus.txt" 2>&1
   summary="$summary\n== benchmark on $n GPUs: exit $?\n$(grep -v '^# gradagg_nvlink\|^# NCCL\|^# busbw' "$out/benchmark_${n}gpus.txt" | awk '{print $1, $4, $7, $8, $11, $12}')"
+  # The previous reduction (owners pull their shard) beside it; sizes up to the one-shot threshold run the same path.
+  timeout 300 "${mpirun[@]}" -x GRADAGG_NVLINK_ALL_PUSH=0 -np "$n" "$bin/gradagg_nvlink_benchmark" "$@" \
+    >"$out/benchmark_${n}gpus_pulled.txt" 2>&1
+  summary="$summary\n== benchmark on $n GPUs, pulled (GRADAGG_NVLINK_ALL_PUSH=0): exit $?\n$(grep -v '^#' "$out/benchmark_${n}gpus_pulled.txt" | awk '{print $1, $4, $7, $8, $11, $12}')"
 done
 echo "== gpu: $(sed -n 2p "$out/gpu.txt")"
 echo -e "$summary"

@@ -44,16 +44,18 @@ constexpr size_t kAutomatic = ~size_t{0};
 
 // The one-shot threshold for a group of `ranks` GPUs when none is given.
 size_t DefaultOneShotMaxBytes(int ranks);
+// The largest all-push chunk per block and peer when none is given: 128 KiB on 2 GPUs, less for more peers.
+size_t DefaultPushChunkBytes(int ranks);
 
 struct PeerGroupConfig {
   size_t oneShotMaxBytes = kAutomatic;  // allreduce at or below this: one-shot (kAutomatic: by group size)
   size_t stagingBytes = 64 << 20;       // per rank, for two-shot allreduce of unregistered buffers
   double timeoutSeconds = 60.0;         // a barrier waiting longer reports the peer that never came
-  int blocks = 0;                       // two-shot blocks; 0: by group size (2: one per multiprocessor, 4: 32)
+  int blocks = 0;  // two-shot blocks; 0: all-push one per multiprocessor, pulled by group size (2: one per SM, 4: 32)
   int threads = 512;                    // per block, 32 .. 512
   bool interleaved = true;              // two-shot blocks take interleaved chunks (false: one slice each)
   bool allPush = true;                  // reduce by pushing into the owner's inbox (false: owners pull from peers)
-  size_t pushChunkBytes = 128 << 10;    // all-push chunk per block and peer at most (16 KiB .. 1 MiB); inbox slot
+  size_t pushChunkBytes = kAutomatic;   // all-push chunk per block and peer at most, 16 KiB .. 1 MiB (by group size)
 };
 
 class PeerGroup {

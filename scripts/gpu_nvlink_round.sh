@@ -20,13 +20,13 @@ summary=""
 counts=""
 for n in 2 4 8; do [ "$n" -le "$gpus" ] && counts="$counts $n"; done
 for n in $counts; do
-  timeout 300 "${mpirun[@]}" -np "$n" "$bin/gradagg_nvlink_gpu_tests" >"$out/tests_${n}gpus.txt" 2>&1
+  timeout 300 "${mpirun[@]}" -np "$n" "$bin/gradagg_nvlink_gpu_tests" --gtest_color=no >"$out/tests_${n}gpus.txt" 2>&1
   summary="$summary\n== tests on $n GPUs: exit $? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/tests_${n}gpus.txt" | tr '\n' ' ')"
 done
 for n in 4 8; do
   [ "$n" -le "$gpus" ] && continue
   timeout 300 "${mpirun[@]}" --oversubscribe -x GRADAGG_NVLINK_SHARE_GPUS=1 -np "$n" "$bin/gradagg_nvlink_gpu_tests" \
-    >"$out/tests_${n}ranks_shared.txt" 2>&1
+    --gtest_color=no >"$out/tests_${n}ranks_shared.txt" 2>&1
   summary="$summary\n== tests on $n ranks sharing $gpus GPUs: exit $? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/tests_${n}ranks_shared.txt" | tr '\n' ' ')"
 done
 timeout 240 "${mpirun[@]}" -np 2 "$sanitizer" --tool memcheck --error-exitcode 9 "$bin/gradagg_nvlink_gpu_tests" \

@@ -70,7 +70,9 @@ GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
   group.timeoutSeconds = ParseNumber("GRADAGG_NVLINK_TIMEOUT", group.timeoutSeconds);
   group.blocks = static_cast<int>(ParseNumber("GRADAGG_NVLINK_BLOCKS", group.blocks));
   group.interleaved = ParseNumber("GRADAGG_NVLINK_INTERLEAVED", group.interleaved ? 1 : 0) != 0;
-  group.allPush = ParseNumber("GRADAGG_NVLINK_ALL_PUSH", group.allPush ? 1 : 0) != 0;
+  if (std::getenv("GRADAGG_NVLINK_ALL_PUSH") != nullptr)
+    group.reduction =
+        ParseNumber("GRADAGG_NVLINK_ALL_PUSH", 0) != 0 ? nvlink::Reduction::kAllPush : nvlink::Reduction::kPull;
   if (std::getenv("GRADAGG_NVLINK_PUSH_CHUNK") != nullptr)
     group.pushChunkBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_PUSH_CHUNK", 0));
   config.forcedGroupSize = static_cast<int>(ParseNumber("GRADAGG_NVLINK_GROUP_SIZE", config.forcedGroupSize));

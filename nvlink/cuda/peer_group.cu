@@ -112,6 +112,9 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
   if (config_.blocks < 0 || config_.blocks > kMaxBlocks)
     throw UsageError("peer group blocks must be 0 (automatic) .. " + std::to_string(kMaxBlocks));
   if (!(config_.timeoutSeconds > 0)) throw UsageError("the peer group timeout must be positive");
+  if (config_.reduction == Reduction::kByGroupSize)
+    config_.reduction = ranks() == 2 ? Reduction::kAllPush : Reduction::kPull;
+  if (ranks() < 2) config_.reduction = Reduction::kPull;  // nobody to push to
   if (config_.pushChunkBytes == kAutomatic) config_.pushChunkBytes = DefaultPushChunkBytes(ranks());
   if (config_.pushChunkBytes < (16 << 10) || config_.pushChunkBytes > (1 << 20))
     throw UsageError("the all-push chunk must be 16 KiB .. 1 MiB, not " + std::to_string(config_.pushChunkBytes) +
@@ -129,7 +132,9 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
   pushBlocks_ = config_.blocks > 0 ? config_.blocks : std::min(kMaxBlocks, multiprocessors_);
   pushChunkVectors_ = RoundUp(config_.pushChunkBytes / 16, config_.threads);
   pushInboxOffset_ = kControlBytes + 2 * inboxHalfBytes_;
-  const size_t pushInboxBytes = 2 * static_cast<size_t>(pushBlocks_) * (ranks() - 1) * pushChunkVectors_ * 16;
+  const size_t pushInboxBytes = config_.reduction == Reduction::kAllPush
+                                    ? 2 * static_cast<size_t>(pushBlocks_) * (ranks() - 1) * pushChunkVectors_ * 16
+                                    : 0;
   const size_t stagingOffset = pushInboxOffset_ + pushInboxBytes;
   config_.stagingBytes = RoundUp(std::max<size_t>(config_.stagingBytes, 1 << 20), kAlignment);
   const size_t scratchBytes = stagingOffset + config_.stagingBytes;
@@ -357,7 +362,7 @@ void PeerGroup::Reduce(const TwoShotCall& call, const std::vector<ElementRange>&
 }
 
 bool PeerGroup::CanPush(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type) const {
-  if (!config_.allPush || ranks() < 2) return false;
+  if (config_.reduction != Reduction::kAllPush) return false;
   const size_t elementBytes = ElementBytes(type);
   for (int p = 0; p < ranks(); ++p) {
     // Allocations start 256-byte aligned, so the offsets in every rank's records decide, the same on all ranks.

@@ -47,15 +47,20 @@ size_t DefaultOneShotMaxBytes(int ranks);
 // The largest all-push chunk per block and peer when none is given: 128 KiB on 2 GPUs, less for more peers.
 size_t DefaultPushChunkBytes(int ranks);
 
+// How two-shot reductions move data: kAllPush writes each peer's part into its inbox (writes only over NVLink),
+// kPull has each owner read its shard from every peer. kByGroupSize: by group size, all-push on 2 GPUs, pull on more
+// (measured on H200s, bench/NOTES.md: all-push 5-10% faster on 2 GPUs; on 4 slower up to 64 MiB and even above).
+enum class Reduction { kByGroupSize, kAllPush, kPull };
+
 struct PeerGroupConfig {
   size_t oneShotMaxBytes = kAutomatic;  // allreduce at or below this: one-shot (kAutomatic: by group size)
   size_t stagingBytes = 64 << 20;       // per rank, for two-shot allreduce of unregistered buffers
   double timeoutSeconds = 60.0;         // a barrier waiting longer reports the peer that never came
   int blocks = 0;  // two-shot blocks; 0: all-push one per multiprocessor, pulled by group size (2: one per SM, 4: 32)
-  int threads = 512;                    // per block, 32 .. 512
-  bool interleaved = true;              // two-shot blocks take interleaved chunks (false: one slice each)
-  bool allPush = true;                  // reduce by pushing into the owner's inbox (false: owners pull from peers)
-  size_t pushChunkBytes = kAutomatic;   // all-push chunk per block and peer at most, 16 KiB .. 1 MiB (by group size)
+  int threads = 512;        // per block, 32 .. 512
+  bool interleaved = true;  // two-shot blocks take interleaved chunks (false: one slice each)
+  Reduction reduction = Reduction::kByGroupSize;
+  size_t pushChunkBytes = kAutomatic;  // all-push chunk per block and peer at most, 16 KiB .. 1 MiB (by group size)
 };
 
 class PeerGroup {

@@ -32,6 +32,12 @@ class GpuNodeTest : public test::OneGpuPerRank {
     config.forcedGroupSize = forcedGroupSize;
     return config;
   }
+  // Two-shot reductions all-push whatever the group size (the default pushes on 2 GPUs only).
+  static GpuNodeConfig AllPushConfig(double timeout = 20.0) {
+    GpuNodeConfig config = Config(0, 0, timeout);
+    config.group.reduction = nvlink::Reduction::kAllPush;  // GRADAGG_NVLINK_ALL_PUSH=1
+    return config;
+  }
 };
 
 // bits[i] = v rounded to the element type.
@@ -153,7 +159,7 @@ TEST_F(GpuNodeTest, TwoShotAllReduceOnRegisteredBuffersIsTheRankOrderSum) {
 }
 
 TEST_F(GpuNodeTest, AllPushWithOtherChunksIsTheRankOrderSumToo) {
-  GpuNodeConfig config = Config(0);
+  GpuNodeConfig config = AllPushConfig();
   config.group.pushChunkBytes = 40 << 10;  // GRADAGG_NVLINK_PUSH_CHUNK: not a multiple of the unrolled row
   GpuNode node(MPI_COMM_WORLD, config);
   uint32_t seed = 120;
@@ -165,8 +171,8 @@ TEST_F(GpuNodeTest, TwoShotPulledFromPeersIsTheRankOrderSumToo) {
   uint32_t seed = 150;
   for (bool interleaved : {true, false}) {
     GpuNodeConfig config = Config(0);
-    config.group.allPush = false;            // GRADAGG_NVLINK_ALL_PUSH=0
-    config.group.interleaved = interleaved;  // GRADAGG_NVLINK_INTERLEAVED=0: one slice per block
+    config.group.reduction = nvlink::Reduction::kPull;  // GRADAGG_NVLINK_ALL_PUSH=0
+    config.group.interleaved = interleaved;             // GRADAGG_NVLINK_INTERLEAVED=0: one slice per block
     GpuNode node(MPI_COMM_WORLD, config);
     for (ElementType type : kTypes)
       for (size_t count : kCounts) CheckAllReduce(node, {count, type, 0, 0}, true, ++seed, stream_);
@@ -274,7 +280,7 @@ TEST_F(GpuNodeTest, ReduceScatterAndAllGatherOfUnequalShards) {
 // them, several of them smaller than one chunk; reduce-scatters and allreduces of changing sizes alternate, so the
 // rounds of blocks that a small call leaves idle must stay in step across calls.
 TEST_F(GpuNodeTest, AllPushReduceScatterOfOddShardsAndChangingSizes) {
-  GpuNode node(MPI_COMM_WORLD, Config(0));
+  GpuNode node(MPI_COMM_WORLD, AllPushConfig());
   const int ranks = WorldSize(), me = WorldRank();
   const size_t most = 1000003;
   DeviceBuffer gradient(most * 4), stripe(most * 4), output(most * 4);
@@ -337,7 +343,7 @@ TEST_F(GpuNodeTest, AMismatchedCallIsReportedNotSummed) {
 
 TEST_F(GpuNodeTest, AMismatchedAllPushCallIsReportedNotSummed) {
   if (WorldSize() < 2) GTEST_SKIP() << "needs two ranks";
-  GpuNode node(MPI_COMM_WORLD, Config(0, 0, 2.0));
+  GpuNode node(MPI_COMM_WORLD, AllPushConfig(2.0));
   const size_t most = 1 << 20;
   DeviceBuffer buffer(most * 4);
   node.Register(buffer.get(), buffer.bytes());

@@ -112,8 +112,10 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
   if (config_.blocks < 0 || config_.blocks > kMaxBlocks)
     throw UsageError("peer group blocks must be 0 (automatic) .. " + std::to_string(kMaxBlocks));
   if (!(config_.timeoutSeconds > 0)) throw UsageError("the peer group timeout must be positive");
-  if (config_.reduction == Reduction::kByGroupSize)
+  if (config_.reduction == Reduction::kByGroupSize) {
     config_.reduction = ranks() == 2 ? Reduction::kAllPush : Reduction::kPull;
+    pushMinBytes_ = 8 << 20;
+  }
   if (ranks() < 2) config_.reduction = Reduction::kPull;  // nobody to push to
   if (config_.pushChunkBytes == kAutomatic) config_.pushChunkBytes = DefaultPushChunkBytes(ranks());
   if (config_.pushChunkBytes < (16 << 10) || config_.pushChunkBytes > (1 << 20))
@@ -362,8 +364,9 @@ void PeerGroup::Reduce(const TwoShotCall& call, const std::vector<ElementRange>&
 }
 
 bool PeerGroup::CanPush(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type) const {
-  if (config_.reduction != Reduction::kAllPush) return false;
   const size_t elementBytes = ElementBytes(type);
+  if (config_.reduction != Reduction::kAllPush || call.largestShard * ranks() * elementBytes < pushMinBytes_)
+    return false;
   for (int p = 0; p < ranks(); ++p) {
     // Allocations start 256-byte aligned, so the offsets in every rank's records decide, the same on all ranks.
     const size_t input = call.input.registration->exported[p].offset + call.input.offset;

@@ -48,8 +48,9 @@ size_t DefaultOneShotMaxBytes(int ranks);
 size_t DefaultPushChunkBytes(int ranks);
 
 // How two-shot reductions move data: kAllPush writes each peer's part into its inbox (writes only over NVLink),
-// kPull has each owner read its shard from every peer. kByGroupSize: by group size, all-push on 2 GPUs, pull on more
-// (measured on H200s, bench/NOTES.md: all-push 5-10% faster on 2 GPUs; on 4 slower up to 64 MiB and even above).
+// kPull has each owner read its shard from every peer. kByGroupSize: on 2 GPUs all-push from 8 MiB, pull below; on
+// more, pull (measured on H200s, bench/NOTES.md: on 2 GPUs all-push is 5-10% faster from 16 MiB and pull faster at
+// 2-4 MiB; on 4 all-push is slower up to 64 MiB and no faster above).
 enum class Reduction { kByGroupSize, kAllPush, kPull };
 
 struct PeerGroupConfig {
@@ -169,6 +170,7 @@ class PeerGroup {
   size_t pushInboxOffset_ = 0;
   int pushBlocks_ = 0;  // all-push blocks at most, which the push inbox is laid out for
   size_t pushChunkVectors_ = 0;
+  size_t pushMinBytes_ = 0;  // all-push reductions of at least this many bytes (the rest pull)
   std::vector<Registration> registrations_;
   Registration staging_;  // the staging area of every rank
 

@@ -73,6 +73,11 @@ GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
   if (std::getenv("GRADAGG_NVLINK_ALL_PUSH") != nullptr)
     group.reduction =
         ParseNumber("GRADAGG_NVLINK_ALL_PUSH", 0) != 0 ? nvlink::Reduction::kAllPush : nvlink::Reduction::kPull;
+  if (std::getenv("GRADAGG_NVLINK_PEER_ORDER") != nullptr) {
+    const int order = static_cast<int>(ParseNumber("GRADAGG_NVLINK_PEER_ORDER", 0));
+    if (order < 0 || order > 2) throw UsageError("GRADAGG_NVLINK_PEER_ORDER must be 0, 1 or 2");
+    group.peerOrder = static_cast<nvlink::PeerOrder>(order);
+  }
   if (std::getenv("GRADAGG_NVLINK_PUSH_CHUNK") != nullptr)
     group.pushChunkBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_PUSH_CHUNK", 0));
   config.forcedGroupSize = static_cast<int>(ParseNumber("GRADAGG_NVLINK_GROUP_SIZE", config.forcedGroupSize));

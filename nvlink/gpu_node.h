@@ -37,8 +37,8 @@ struct GpuNodeConfig {
 // Defaults overridden by GRADAGG_NVLINK_ONE_SHOT_MAX (bytes), GRADAGG_NVLINK_STAGING (bytes),
 // GRADAGG_NVLINK_TIMEOUT (seconds), GRADAGG_NVLINK_BLOCKS, GRADAGG_NVLINK_INTERLEAVED (0: one slice per block),
 // GRADAGG_NVLINK_ALL_PUSH (1: all-push, 0: owners pull; unset: by group size), GRADAGG_NVLINK_PUSH_CHUNK (bytes),
-// GRADAGG_NVLINK_GROUP_SIZE, GRADAGG_NVLINK_SHARE_GPUS (tests only) and GRADAGG_TRACE. Throws UsageError for a value
-// that does not parse.
+// GRADAGG_NVLINK_PEER_ORDER (0, 1, 2: PeerOrder), GRADAGG_NVLINK_GROUP_SIZE, GRADAGG_NVLINK_SHARE_GPUS (tests only) and
+// GRADAGG_TRACE. Throws UsageError for a value that does not parse.
 GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config = {});
 
 class GpuNode {

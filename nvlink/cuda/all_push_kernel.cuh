@@ -18,6 +18,7 @@
 #pragma once
 
 #include "nvlink/cuda/peer_barrier.cuh"
+#include "nvlink/cuda/peer_order.h"
 #include "nvlink/cuda/vector_math.cuh"
 
 namespace gradagg::nvlink::device {
@@ -40,6 +41,7 @@ struct AllPushArgs {
   size_t slotVectors;   // vectors in an inbox slot
   size_t chunks;        // chunks in the largest shard (>= gridDim.x)
   int inboxBlocks;      // blocks the inboxes are laid out for (>= gridDim.x)
+  PeerOrder order;      // in which order a block pushes to its peers and stores to every output
   BarrierContext barrier;
 };
 
@@ -86,7 +88,8 @@ __device__ inline bool PushRound(const AllPushArgs& args, uint64_t round, size_t
 
   const T* input = static_cast<const T*>(args.input);
   const size_t chunkVectors = args.chunkVectors;
-  for (int r = 0; r < ranks; ++r) {
+  for (int j = 0; j < ranks; ++j) {
+    const int r = PeerAt(args.order, me, ranks, j);
     if (r == me) continue;
     const T* shard = input + args.shardBegin[r];
     const size_t count = args.shardCount[r];
@@ -173,8 +176,9 @@ __device__ inline bool ReduceRound(const AllPushArgs& args, uint64_t round, size
       const uint4 sum = Round<T>(acc[u]);
       if constexpr (kPushToAll) {
 #pragma unroll
-        for (int q = 0; q < (kRanks > 0 ? kRanks : kMaxLocalRanks); ++q) {
-          if (kRanks == 0 && q >= ranks) break;
+        for (int j = 0; j < (kRanks > 0 ? kRanks : kMaxLocalRanks); ++j) {
+          if (kRanks == 0 && j >= ranks) break;
+          const int q = PeerAt(args.order, me, ranks, j);
           StoreShardVector(static_cast<T*>(args.peerOutput[q]) + outputAt, count, v, sum);
         }
       } else {

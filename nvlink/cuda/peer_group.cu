@@ -399,6 +399,7 @@ void PeerGroup::LaunchAllPush(const TwoShotCall& call, const std::vector<Element
   args.slotVectors = pushChunkVectors_;
   args.chunks = std::max<size_t>(1, (largestVectors + args.chunkVectors - 1) / args.chunkVectors);
   args.inboxBlocks = pushBlocks_;
+  args.order = config_.peerOrder;
   args.barrier = Barrier();
   const int blocks = static_cast<int>(std::min<size_t>(args.chunks, pushBlocks_));
   cuda_detail::WithElementType(type, [&](auto element) {
@@ -513,6 +514,7 @@ void PeerGroup::LaunchTwoShot(const TwoShotCall& call, ElementType type, cudaStr
   args.outputShift = call.outputShift;
   args.vector = vector;
   args.interleaved = config_.interleaved;
+  args.order = config_.peerOrder;
   args.barrier = Barrier();
   const size_t perBlock = static_cast<size_t>(config_.threads) * (16 / elementBytes);
   const int most = config_.blocks > 0 ? config_.blocks : DefaultTwoShotBlocks(ranks(), multiprocessors_);

@@ -25,6 +25,7 @@
 
 #include "nvlink/cuda/control_block.h"
 #include "nvlink/cuda/ipc_memory.h"
+#include "nvlink/cuda/peer_order.h"
 #include "nvlink/flat_buffers.h"
 #include "quantize/cuda/device_memory.h"
 #include "quantize/element_type.h"
@@ -62,6 +63,7 @@ struct PeerGroupConfig {
   bool interleaved = true;  // two-shot blocks take interleaved chunks (false: one slice each)
   Reduction reduction = Reduction::kByGroupSize;
   size_t pushChunkBytes = kAutomatic;  // all-push chunk per block and peer at most, 16 KiB .. 1 MiB (by group size)
+  PeerOrder peerOrder = PeerOrder::kRankOrder;  // two-shot blocks write to their peers in this order
 };
 
 class PeerGroup {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "nvlink/cuda/peer_barrier.cuh"
+#include "nvlink/cuda/peer_order.h"
 #include "nvlink/cuda/vector_math.cuh"
 
 namespace gradagg::nvlink::device {
@@ -27,6 +28,7 @@ struct TwoShotArgs {
   size_t outputShift;  // output index = full index - outputShift (reduce-scatter writes a stripe)
   bool vector;         // every pointer used is 16-byte aligned at the shard's start
   bool interleaved;    // blocks take interleaved chunks of the shard instead of one slice each
+  PeerOrder order;     // in which order a block stores to every rank's output
   BarrierContext barrier;
 };
 
@@ -63,8 +65,10 @@ template <typename T, int kRanks, bool kPushToAll>
 __device__ inline void StoreResult(const TwoShotArgs& args, int ranks, size_t i, uint4 v) {
   if constexpr (kPushToAll) {
 #pragma unroll
-    for (int p = 0; p < (kRanks > 0 ? kRanks : ranks); ++p)
+    for (int j = 0; j < (kRanks > 0 ? kRanks : ranks); ++j) {
+      const int p = PeerAt(args.order, args.barrier.rank, kRanks > 0 ? kRanks : ranks, j);
       StoreVector(static_cast<T*>(args.peerOutput[p]) + (i - args.outputShift), v);
+    }
   } else {
     StoreVector(static_cast<T*>(args.peerOutput[args.barrier.rank]) + (i - args.outputShift), v);
   }
@@ -110,7 +114,8 @@ __global__ void __launch_bounds__(512) TwoShotKernel(TwoShotArgs args) {
       v = static_cast<const T*>(args.peerInput[rank])[i - args.inputShift];
     }
     if constexpr (kPushToAll) {
-      for (int p = 0; p < ranks; ++p) static_cast<T*>(args.peerOutput[p])[i - args.outputShift] = v;
+      for (int j = 0; j < ranks; ++j)
+        static_cast<T*>(args.peerOutput[PeerAt(args.order, rank, ranks, j)])[i - args.outputShift] = v;
     } else {
       static_cast<T*>(args.peerOutput[rank])[i - args.outputShift] = v;
     }

@@ -179,6 +179,21 @@ TEST_F(GpuNodeTest, TwoShotPulledFromPeersIsTheRankOrderSumToo) {
   }
 }
 
+TEST_F(GpuNodeTest, EveryPeerOrderKeepsTheRankOrderSum) {
+  uint32_t seed = 170;
+  for (nvlink::PeerOrder order :
+       {nvlink::PeerOrder::kRankOrder, nvlink::PeerOrder::kRotated, nvlink::PeerOrder::kRotatedPerBlock}) {
+    for (nvlink::Reduction reduction : {nvlink::Reduction::kAllPush, nvlink::Reduction::kPull}) {
+      GpuNodeConfig config = Config(0);
+      config.group.reduction = reduction;
+      config.group.peerOrder = order;  // GRADAGG_NVLINK_PEER_ORDER: writes to peers go in this order, sums do not
+      GpuNode node(MPI_COMM_WORLD, config);
+      for (ElementType type : {ElementType::kFloat32, ElementType::kBFloat16})
+        for (size_t count : kCounts) CheckAllReduce(node, {count, type, 0, 0}, true, ++seed, stream_);
+    }
+  }
+}
+
 TEST_F(GpuNodeTest, StagedAllReduceOfUnregisteredBuffersIsTheRankOrderSum) {
   GpuNode node(MPI_COMM_WORLD, Config(0));  // staging of 1 MiB: the largest sizes take several chunks
   uint32_t seed = 200;

@@ -339,19 +339,24 @@ TEST_F(GpuNodeTest, ForcedGroupsOfOneStageThroughHostMemory) {
   EXPECT_THROW(node.AllReduce(nullptr, nullptr, 16, ElementType::kBFloat16, stream_), UsageError);
 }
 
-TEST_F(GpuNodeTest, AMismatchedCallIsReportedNotSummed) {
-  if (WorldSize() < 2) GTEST_SKIP() << "needs two ranks";
-  GpuNode node(MPI_COMM_WORLD, Config(64 << 20, 0, 2.0));
-  DeviceBuffer buffer(4096);
-  const size_t count = WorldRank() == 1 ? 101 : 100;  // one block either way: only the signature differs
-  node.AllReduce(buffer.get(), buffer.get(), count, ElementType::kFloat32, stream_);
-  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+// Waits for the node's last call and expects it reported as a call of another size.
+void ExpectReportedMismatch(const GpuNode& node, cudaStream_t stream) {
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   try {
     node.ThrowIfFailed();
     ADD_FAILURE() << "no error for a call of another size";
   } catch (const nvlink::PeerGroupError& error) {
     EXPECT_NE(std::string(error.what()).find("called with another size"), std::string::npos) << error.what();
   }
+}
+
+TEST_F(GpuNodeTest, AMismatchedCallIsReportedNotSummed) {
+  if (WorldSize() < 2) GTEST_SKIP() << "needs two ranks";
+  GpuNode node(MPI_COMM_WORLD, Config(64 << 20, 0, 2.0));
+  DeviceBuffer buffer(4096);
+  const size_t count = WorldRank() == 1 ? 101 : 100;  // one block either way: only the signature differs
+  node.AllReduce(buffer.get(), buffer.get(), count, ElementType::kFloat32, stream_);
+  ExpectReportedMismatch(node, stream_);
   EXPECT_THROW(node.AllReduce(buffer.get(), buffer.get(), 100, ElementType::kFloat32, stream_),
                nvlink::PeerGroupError);  // the group stays failed
 }
@@ -364,13 +369,7 @@ TEST_F(GpuNodeTest, AMismatchedAllPushCallIsReportedNotSummed) {
   node.Register(buffer.get(), buffer.bytes());
   const size_t count = WorldRank() == 1 ? most : most - 64;  // both all-push, only the signature differs
   node.AllReduce(buffer.get(), buffer.get(), count, ElementType::kFloat32, stream_);
-  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-  try {
-    node.ThrowIfFailed();
-    ADD_FAILURE() << "no error for a call of another size";
-  } catch (const nvlink::PeerGroupError& error) {
-    EXPECT_NE(std::string(error.what()).find("called with another size"), std::string::npos) << error.what();
-  }
+  ExpectReportedMismatch(node, stream_);
   node.Deregister(buffer.get());
 }
 

@@ -74,17 +74,23 @@ __device__ inline void StoreShardVector(T* shard, size_t count, size_t v, uint4 
   for (size_t k = 0; v * kE + k < count; ++k) shard[v * kE + k] = elements[k];
 }
 
+// Thread p, for each peer p of mine, waits until flags[p] >= target. False on every thread when one timed out.
+__device__ inline bool EveryPeerReached(const BarrierContext& context, int ranks, const uint64_t* flags,
+                                        uint64_t target, int barrier) {
+  const int peer = static_cast<int>(threadIdx.x);
+  bool failed = false;
+  if (peer < ranks && peer != context.rank) failed = !WaitAtLeast(context, &flags[peer], target, peer, barrier);
+  return !__syncthreads_or(failed);
+}
+
 // Step 1 for round `round`, chunk `chunk`. False on every thread when a peer did not free its inbox in time.
 template <typename T, int kRanks>
 __device__ inline bool PushRound(const AllPushArgs& args, uint64_t round, size_t chunk) {
   constexpr int kE = Vector<T>::kElements;
   const BarrierContext& context = args.barrier;
   const int me = context.rank, ranks = kRanks > 0 ? kRanks : context.ranks, peer = static_cast<int>(threadIdx.x);
-  ControlBlock* mine = context.peerControl[me];
-  bool failed = false;
-  if (peer < ranks && peer != me)
-    failed = !WaitAtLeast(context, &mine->pushConsumed[blockIdx.x][peer], round < 2 ? 0 : round - 2, peer, 4);
-  if (__syncthreads_or(failed)) return false;
+  const uint64_t* consumed = context.peerControl[me]->pushConsumed[blockIdx.x];
+  if (!EveryPeerReached(context, ranks, consumed, round < 2 ? 0 : round - 2, 4)) return false;
 
   const T* input = static_cast<const T*>(args.input);
   const size_t chunkVectors = args.chunkVectors;
@@ -198,8 +204,8 @@ __device__ inline bool ReduceRound(const AllPushArgs& args, uint64_t round, size
 template <typename T, int kRanks, bool kPushToAll>
 __global__ void __launch_bounds__(512) AllPushKernel(AllPushArgs args) {
   const BarrierContext& context = args.barrier;
-  const int me = context.rank, ranks = kRanks > 0 ? kRanks : context.ranks, peer = static_cast<int>(threadIdx.x);
-  ControlBlock* mine = context.peerControl[me];
+  const int ranks = kRanks > 0 ? kRanks : context.ranks;
+  ControlBlock* mine = context.peerControl[context.rank];
   const uint64_t before = mine->pushRounds[blockIdx.x];  // read by every thread before thread 0 moves it on
   const size_t rounds = DivUp(args.chunks - blockIdx.x, gridDim.x);
   const auto chunkOf = [&](size_t k) { return blockIdx.x + k * gridDim.x; };
@@ -211,10 +217,7 @@ __global__ void __launch_bounds__(512) AllPushKernel(AllPushArgs args) {
   }
 
   // Allreduce: every peer has stored its results for these chunks into my output.
-  bool failed = false;
-  if (kPushToAll && peer < ranks && peer != me)
-    failed = !WaitAtLeast(context, &mine->pushConsumed[blockIdx.x][peer], before + rounds, peer, 4);
-  if (__syncthreads_or(failed)) return;
+  if (kPushToAll && !EveryPeerReached(context, ranks, mine->pushConsumed[blockIdx.x], before + rounds, 4)) return;
   if (threadIdx.x == 0) mine->pushRounds[blockIdx.x] = before + rounds;
 }
 

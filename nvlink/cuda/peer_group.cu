@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "gradagg/errors.h"
@@ -49,41 +50,39 @@ int DefaultTwoShotBlocks(int ranks, int multiprocessors) {
   return std::min(multiprocessors, ranks <= 4 ? 32 : 16);
 }
 
-template <typename T, bool kReduce, bool kPushToAll>
-void LaunchTwoShotKernel(int ranks, int blocks, int threads, const device::TwoShotArgs& args, cudaStream_t stream) {
+// Calls use(std::integral_constant<int, G>{}) with the group size as a kernel's compile-time rank count: 2, 4 or 8,
+// else 0 (the kernels then read the rank count at run time).
+template <typename Use>
+void WithRankCount(int ranks, Use use) {
   switch (ranks) {
     case 2:
-      device::TwoShotKernel<T, 2, kReduce, kPushToAll><<<blocks, threads, 0, stream>>>(args);
-      break;
+      use(std::integral_constant<int, 2>{});
+      return;
     case 4:
-      device::TwoShotKernel<T, 4, kReduce, kPushToAll><<<blocks, threads, 0, stream>>>(args);
-      break;
+      use(std::integral_constant<int, 4>{});
+      return;
     case 8:
-      device::TwoShotKernel<T, 8, kReduce, kPushToAll><<<blocks, threads, 0, stream>>>(args);
-      break;
+      use(std::integral_constant<int, 8>{});
+      return;
     default:
-      device::TwoShotKernel<T, 0, kReduce, kPushToAll><<<blocks, threads, 0, stream>>>(args);
-      break;
+      use(std::integral_constant<int, 0>{});
+      return;
   }
+}
+
+template <typename T, bool kReduce, bool kPushToAll>
+void LaunchTwoShotKernel(int ranks, int blocks, int threads, const device::TwoShotArgs& args, cudaStream_t stream) {
+  WithRankCount(ranks, [&](auto count) {
+    device::TwoShotKernel<T, decltype(count)::value, kReduce, kPushToAll><<<blocks, threads, 0, stream>>>(args);
+  });
   GRADAGG_CUDA_CHECK_LAUNCH("TwoShotKernel");
 }
 
 template <typename T, bool kPushToAll>
 void LaunchAllPushKernel(int ranks, int blocks, int threads, const device::AllPushArgs& args, cudaStream_t stream) {
-  switch (ranks) {
-    case 2:
-      device::AllPushKernel<T, 2, kPushToAll><<<blocks, threads, 0, stream>>>(args);
-      break;
-    case 4:
-      device::AllPushKernel<T, 4, kPushToAll><<<blocks, threads, 0, stream>>>(args);
-      break;
-    case 8:
-      device::AllPushKernel<T, 8, kPushToAll><<<blocks, threads, 0, stream>>>(args);
-      break;
-    default:
-      device::AllPushKernel<T, 0, kPushToAll><<<blocks, threads, 0, stream>>>(args);
-      break;
-  }
+  WithRankCount(ranks, [&](auto count) {
+    device::AllPushKernel<T, decltype(count)::value, kPushToAll><<<blocks, threads, 0, stream>>>(args);
+  });
   GRADAGG_CUDA_CHECK_LAUNCH("AllPushKernel");
 }
 
@@ -297,7 +296,7 @@ void PeerGroup::ThrowIfFailed() const {
   const int peer = status->peer;
   const std::string who = "local rank " + std::to_string(peer) + " (" + names_.at(peer) + ")";
   const char* barriers[] = {"start barrier", "end barrier", "wait for pushed data", "wait for a free inbox"};
-  const int reported = status->barrier;
+  const int reported = status->barrier;  // a plain copy: std::clamp cannot bind the volatile field
   const int barrier = std::clamp(reported, 1, 4);
   const std::string where = " at the " + std::string(barriers[barrier - 1]) + " of call " +
                             std::to_string(status->call) + ", block " + std::to_string(status->block) + ", seen by " +

@@ -7,8 +7,8 @@
 // - one-shot allreduce (bytes <= oneShotMaxBytes): pushed through fixed inboxes in flagged packets, no barrier, any
 //   buffer;
 // - two-shot allreduce and reduce-scatter on registered buffers: all-push (each rank writes its peers' parts into
-//   their inboxes, owners sum locally and write the results), or pulled from the peers' inputs where the shards are
-//   not 16-byte aligned on every rank or the config says so;
+//   their inboxes, owners sum locally and write the results), or pulled from the peers' inputs, as
+//   PeerGroupConfig::reduction chooses by group and size, and wherever a shard is not 16-byte aligned on every rank;
 // - all-gather on registered buffers: each rank writes its stripe into every rank's output;
 // - two-shot allreduce of unregistered buffers: chunks staged through a registered area (two extra local copies).
 #pragma once

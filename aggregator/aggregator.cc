@@ -49,7 +49,6 @@ void RequireSameOptions(MPI_Comm comm, const AggregatorOptions& options) {
   }
 }
 
-
 }  // namespace
 
 FlatBuffers FlattenHostGradients(const std::vector<GradientBuffer>& gradients, std::string* problem) {
@@ -64,12 +63,26 @@ FlatBuffers FlattenHostGradients(const std::vector<GradientBuffer>& gradients, s
   return FlatBuffers();
 }
 
-void Aggregator::Impl::Reshape(size_t elements) {
-  if (shaped && elements == length) return;
+BucketLayout LayoutOf(const std::vector<GradientBuffer>& gradients, const AggregatorOptions& options) {
+  std::vector<size_t> lengths;
+  for (const GradientBuffer& buffer : gradients) lengths.push_back(buffer.count);
+  return TensorLayout(lengths, options);
+}
+
+BucketLayout LayoutOf(const std::vector<DeviceGradient>& gradients, const AggregatorOptions& options) {
+  std::vector<size_t> lengths;
+  for (const DeviceGradient& tensor : gradients) lengths.push_back(tensor.count);
+  return TensorLayout(lengths, options);
+}
+
+void Aggregator::Impl::Reshape(const BucketLayout& callLayout) {
+  if (shaped && callLayout == layout) return;
   shaped = true;
-  length = elements;
-  shards = SplitIntoBucketRuns(elements, options.bucketSize, static_cast<size_t>(topology.ranksPerNode()));
-  stripe.assign(shards[static_cast<size_t>(topology.localRank())].count, 0.0f);
+  layout = callLayout;
+  shards = SplitIntoBucketRuns(layout, static_cast<size_t>(topology.ranksPerNode()));
+  const ElementRange mine = shards[static_cast<size_t>(topology.localRank())];
+  stripeLayout = layout.Slice(mine.begin, mine.count);
+  stripe.assign(mine.count, 0.0f);
 }
 
 Aggregator::Aggregator(MPI_Comm comm, const AggregatorOptions& options) : impl_(std::make_unique<Impl>()) {
@@ -110,11 +123,11 @@ void Aggregator::AggregateGradients(const std::vector<GradientBuffer>& gradients
   self.Settle();
   std::string problem;
   const FlatBuffers flat = FlattenHostGradients(gradients, &problem);
-  self.stats = self.RunHost(flat, header, problem);
+  self.stats = self.RunHost(flat, LayoutOf(gradients, self.options), header, problem);
 }
 
-AggregationStats Aggregator::Impl::RunHost(const FlatBuffers& flat, GradientHeader* header,
-                                           const std::string& problem) {
+AggregationStats Aggregator::Impl::RunHost(const FlatBuffers& flat, const BucketLayout& callLayout,
+                                           GradientHeader* header, const std::string& problem) {
   const bool timing = options.timing;
   Stopwatch totalClock;
   Stopwatch clock;
@@ -122,22 +135,24 @@ AggregationStats Aggregator::Impl::RunHost(const FlatBuffers& flat, GradientHead
   PhaseTimes& times = call.times;
 
   // 0. Every rank has checked its arguments; all ranks agree on sizes and sum the header.
-  const bool contributes = AgreeOnCall(topology.world(), flat.size(), header, problem, CallMemory::kHost);
+  const bool contributes = AgreeOnCall(topology.world(), callLayout, header, problem, CallMemory::kHost);
   if (!contributes) flat.Zero();
   if (timing) times.agreement = clock.Lap();
 
-  // Phase 2 on `values`, with its byte counts recorded.
-  const auto acrossNodes = [&](float* values, size_t count) {
-    crossNode->Aggregate(values, count, timing ? &times : nullptr);
+  // Phase 2 on `values`, with its byte counts and non-finite buckets recorded.
+  const auto acrossNodes = [&](float* values, const BucketLayout& valuesLayout) {
+    crossNode->Aggregate(values, valuesLayout, timing ? &times : nullptr);
     call.interNodeBytesSent = crossNode->lastBytesSent();
     call.interNodeFloatBytes = crossNode->lastFloatBytes();
+    // Each rank counted its own stripe's buckets: the node's sum is the call's, the same on every rank.
+    call.nonFiniteBuckets = SumOver(topology.node(), crossNode->lastNonFiniteBuckets());
   };
   float* inPlace = topology.ranksPerNode() == 1 ? flat.Contiguous() : nullptr;
   if (inPlace != nullptr) {
     // One rank per node and one buffer: phases 1 and 3 are the identity, so phase 2 works on the gradient itself.
-    if (crossNode) acrossNodes(inPlace, flat.size());
+    if (crossNode) acrossNodes(inPlace, callLayout);
   } else if (flat.size() != 0) {
-    Reshape(flat.size());
+    Reshape(callLayout);
 
     // 1. Intra-node reduce-scatter: our stripe, summed over the node.
     if (timing) clock.Lap();
@@ -146,7 +161,7 @@ AggregationStats Aggregator::Impl::RunHost(const FlatBuffers& flat, GradientHead
 
     // 2. Inter-node quantized exchange of the stripe.
     if (crossNode) {
-      acrossNodes(stripe.data(), stripe.size());
+      acrossNodes(stripe.data(), stripeLayout);
       if (timing) clock.Lap();
     }
 
@@ -189,14 +204,14 @@ AggregationStats Aggregator::Impl::RunDevice(const std::vector<DeviceGradient>& 
   Stopwatch clock;
 
   // 0. Every rank has checked its tensors; all ranks agree on sizes, on device memory, and sum the header.
-  size_t elements = 0;
-  for (const DeviceGradient& tensor : gradients) elements += tensor.count;
-  const bool contributes = AgreeOnCall(topology.world(), elements, header, problem, CallMemory::kDevice);
+  const BucketLayout callLayout = LayoutOf(gradients, options);
+  const size_t elements = callLayout.elements();
+  const bool contributes = AgreeOnCall(topology.world(), callLayout, header, problem, CallMemory::kDevice);
   const double agreement = clock.Lap();
   if (!device) device = MakeDevicePath(topology, options);
 
   AggregationStats call;
-  device->Aggregate(gradients, elements, contributes, stream, call);
+  device->Aggregate(gradients, callLayout, contributes, stream, call);
   if (options.timing) call.times.agreement = agreement;
   call.times.total = totalClock.Lap();
   TraceCall(elements, call);

@@ -15,6 +15,7 @@
 #include "mpi_glue/node_topology.h"
 #include "nvlink/flat_buffers.h"
 #include "nvlink/intra_node_phase.h"
+#include "quantize/bucket_layout.h"
 
 namespace gradagg {
 
@@ -24,6 +25,7 @@ struct DoubleBuffer {
   int filling = 0;
   bool resultWaiting = false;  // the other slot's aggregation was started and its result not handed out yet
   size_t elements[2] = {};
+  BucketLayout layouts[2];
   GradientHeader headers[2];
   bool hasHeader[2] = {};
   std::vector<float> hostSlots[2];
@@ -42,18 +44,20 @@ struct Aggregator::Impl {
   std::unique_ptr<DevicePath> device;         // from the first device call on
   std::unique_ptr<DeviceHandoff> handoff;     // from the first background device call on
   bool shaped = false;
-  size_t length = 0;
+  BucketLayout layout;  // of the last call
   std::vector<ElementRange> shards;
+  BucketLayout stripeLayout;
   std::vector<float> stripe;
   AggregationStats stats;  // of the last call that finished and was settled
   DoubleBuffer buffered;
   std::shared_ptr<detail::BackgroundCall> pending;  // the last background call, until settled
   detail::BackgroundThread background;              // last: joined before the phases it uses are destroyed
 
-  void Reshape(size_t elements);
+  void Reshape(const BucketLayout& callLayout);
 
   // One whole call on the calling thread, agreement included; `problem` is this rank's own complaint ("" if none).
-  AggregationStats RunHost(const FlatBuffers& flat, GradientHeader* header, const std::string& problem);
+  AggregationStats RunHost(const FlatBuffers& flat, const BucketLayout& callLayout, GradientHeader* header,
+                           const std::string& problem);
   AggregationStats RunDevice(const std::vector<DeviceGradient>& gradients, CudaStream stream, GradientHeader* header,
                              const std::string& problem);
 
@@ -82,5 +86,8 @@ struct Aggregator::Impl {
 
 // The flat view of host buffers; `problem` gets what is wrong with them (and the view is empty then).
 FlatBuffers FlattenHostGradients(const std::vector<GradientBuffer>& gradients, std::string* problem);
+// The buckets of a call's tensors (host or device).
+BucketLayout LayoutOf(const std::vector<GradientBuffer>& gradients, const AggregatorOptions& options);
+BucketLayout LayoutOf(const std::vector<DeviceGradient>& gradients, const AggregatorOptions& options);
 
 }  // namespace gradagg

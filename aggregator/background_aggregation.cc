@@ -44,16 +44,18 @@ void Aggregator::Impl::RequireBackground(const char* call) const {
   if (lowestThreadLevel.level >= MPI_THREAD_SERIALIZED) return;
   throw UsageError(std::string(call) +
                    " runs MPI from a background thread, so every rank needs MPI initialised by MPI_Init_thread at "
-                   "MPI_THREAD_SERIALIZED or higher; rank " + std::to_string(lowestThreadLevel.rank) + " runs at " +
-                   ThreadLevelName(lowestThreadLevel.level));
+                   "MPI_THREAD_SERIALIZED or higher; rank " +
+                   std::to_string(lowestThreadLevel.rank) + " runs at " + ThreadLevelName(lowestThreadLevel.level));
 }
 
 void Aggregator::Impl::BeginAsyncCall() {
   Settle();
   RequireBackground("AggregateGradientsAsync");
   if (options.doubleBuffered)
-    throw UsageError("AggregateGradientsAsync: this Aggregator is double-buffered, which already runs in the "
-                     "background; call AggregateGradients (" + RankAndHost() + ")");
+    throw UsageError(
+        "AggregateGradientsAsync: this Aggregator is double-buffered, which already runs in the "
+        "background; call AggregateGradients (" +
+        RankAndHost() + ")");
 }
 
 bool Aggregator::Impl::SettleBuffered() {
@@ -79,13 +81,13 @@ PendingAggregation Aggregator::AggregateGradientsAsync(const std::vector<Gradien
   self.BeginAsyncCall();
   std::string problem;
   FlatBuffers flat = FlattenHostGradients(gradients, &problem);
-  self.pending = self.background.Start(
-      [&self, flat = std::move(flat), header, problem] { return self.RunHost(flat, header, problem); });
+  self.pending = self.background.Start([&self, flat = std::move(flat), layout = LayoutOf(gradients, self.options),
+                                        header, problem] { return self.RunHost(flat, layout, header, problem); });
   return PendingAggregation(self.pending);
 }
 
-PendingAggregation Aggregator::AggregateGradientsAsync(const std::vector<DeviceGradient>& gradients,
-                                                       CudaStream stream, GradientHeader* header) {
+PendingAggregation Aggregator::AggregateGradientsAsync(const std::vector<DeviceGradient>& gradients, CudaStream stream,
+                                                       GradientHeader* header) {
   Impl& self = *impl_;
   self.BeginAsyncCall();
   const std::string problem = DeviceGradientProblem(gradients, self.BoundDevice());
@@ -110,18 +112,21 @@ void Aggregator::Impl::DoubleBufferedCall(const std::vector<GradientBuffer>& gra
   capture.resize(flat.size());
   flat.CopyOut({0, flat.size()}, capture.data());
   buffered.elements[slot] = flat.size();
+  buffered.layouts[slot] = LayoutOf(gradients, options);
   CaptureHeader(slot, header);
 
   // The previous call's aggregate replaces the gradients; zeros when there is none or it does not fit.
   const bool waiting = SettleBuffered();
-  const bool fits = buffered.elements[previous] == flat.size() && buffered.hasHeader[previous] == (header != nullptr);
+  const bool fits =
+      buffered.layouts[previous] == buffered.layouts[slot] && buffered.hasHeader[previous] == (header != nullptr);
   if (waiting && fits && problem.empty()) {
     flat.CopyIn({0, flat.size()}, buffered.hostSlots[previous].data());
     if (header != nullptr) *header = buffered.headers[previous];
   } else {
     if (waiting && !fits && problem.empty())
       problem = "a double-buffered call with " + std::to_string(flat.size()) + " elements follows one with " +
-                std::to_string(buffered.elements[previous]) + " (or a header only one of them has); flush first";
+                std::to_string(buffered.elements[previous]) +
+                " (or other tensor sizes, or a header only one of them has); flush first";
     flat.Zero();
     if (header != nullptr) *header = ZeroedLike(*header);
   }
@@ -129,7 +134,8 @@ void Aggregator::Impl::DoubleBufferedCall(const std::vector<GradientBuffer>& gra
   StartBuffered(slot, [this, slot, problem] {
     std::vector<float>& values = buffered.hostSlots[slot];
     const FlatBuffers snapshot({{values.data(), values.size()}});
-    return RunHost(snapshot, buffered.hasHeader[slot] ? &buffered.headers[slot] : nullptr, problem);
+    return RunHost(snapshot, buffered.layouts[slot], buffered.hasHeader[slot] ? &buffered.headers[slot] : nullptr,
+                   problem);
   });
 }
 
@@ -154,8 +160,9 @@ void Aggregator::Impl::DoubleBufferedCall(const std::vector<DeviceGradient>& gra
     if (header != nullptr) *header = buffered.headers[previous];
   } else {
     if (waiting && problem.empty())
-      problem = "a double-buffered call's device tensors differ in number, size or type from the previous call's "
-                "(or only one of them has a header); flush first";
+      problem =
+          "a double-buffered call's device tensors differ in number, size or type from the previous call's "
+          "(or only one of them has a header); flush first";
     if (usable) handoff->Zero(gradients, stream);
     if (header != nullptr) *header = ZeroedLike(*header);
   }
@@ -189,8 +196,10 @@ bool Aggregator::FlushDoubleBuffer(const std::vector<DeviceGradient>& gradients,
   if (!self.SettleBuffered()) return false;
   const int slot = 1 - buffered.filling;
   if (!self.handoff || !self.handoff->Restore(slot, gradients, stream))
-    throw UsageError("FlushDoubleBuffer: the device tensors differ in number, size or type from the waiting "
-                     "aggregate's (" + RankAndHost() + ")");
+    throw UsageError(
+        "FlushDoubleBuffer: the device tensors differ in number, size or type from the waiting "
+        "aggregate's (" +
+        RankAndHost() + ")");
   if (header != nullptr && buffered.hasHeader[slot]) *header = buffered.headers[slot];
   return true;
 }

@@ -16,6 +16,8 @@ namespace {
 enum Field : size_t {
   kProblem,
   kElements,
+  kTensors,
+  kTensorSizes,
   kMemory,
   kHasHeader,
   kEvalCount,
@@ -57,9 +59,18 @@ void RequireSame(const std::vector<uint64_t>& records, int size, Field field, co
   }
 }
 
+// FNV-1a over the tensor lengths: equal layouts give equal digests.
+uint64_t DigestOf(const BucketLayout& layout) {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (const BucketSegment& segment : layout.segments()) {
+    for (int byte = 0; byte < 8; ++byte) hash = (hash ^ ((segment.count >> (8 * byte)) & 0xff)) * 0x100000001b3ULL;
+  }
+  return hash;
+}
+
 }  // namespace
 
-bool AgreeOnCall(MPI_Comm world, size_t elements, GradientHeader* header, const std::string& localProblem,
+bool AgreeOnCall(MPI_Comm world, const BucketLayout& layout, GradientHeader* header, const std::string& localProblem,
                  CallMemory memory) {
   int rank = 0;
   int size = 1;
@@ -68,7 +79,9 @@ bool AgreeOnCall(MPI_Comm world, size_t elements, GradientHeader* header, const 
 
   std::vector<uint64_t> mine(kFieldCount, 0);
   mine[kProblem] = localProblem.empty() ? 0 : 1;
-  mine[kElements] = elements;
+  mine[kElements] = layout.elements();
+  mine[kTensors] = layout.segments().size();
+  mine[kTensorSizes] = DigestOf(layout);
   mine[kMemory] = static_cast<uint64_t>(memory);
   if (header != nullptr) {
     mine[kHasHeader] = 1;
@@ -85,6 +98,8 @@ bool AgreeOnCall(MPI_Comm world, size_t elements, GradientHeader* header, const 
   }
   RequireSame(records, size, kMemory, "where the gradients live (0: host memory, 1: GPU memory)", rank);
   RequireSame(records, size, kElements, "the number of gradient elements", rank);
+  RequireSame(records, size, kTensors, "the number of (non-empty) gradient tensors", rank);
+  RequireSame(records, size, kTensorSizes, "the tensor sizes (a digest of them)", rank);
   RequireSame(records, size, kHasHeader, "whether a header is passed (1) or not (0)", rank);
   RequireSame(records, size, kEvalCount, "the number of evalErrors entries in the header", rank);
   if (header == nullptr) return true;

@@ -10,16 +10,17 @@
 #include <string>
 
 #include "gradagg/gradient_header.h"
+#include "quantize/bucket_layout.h"
 
 namespace gradagg {
 
 // Collective over `world`. `localProblem` is what this rank found wrong with its own arguments ("" if nothing); any
 // rank's problem is thrown on every rank. Sums `header` (when not null) over all ranks in rank order, in place, so
 // every rank gets the same bits. Returns whether this rank's gradients count: false when numSamples == 0.
-// Ranks must also agree on where the gradients live.
+// Ranks must also agree on where the gradients live and on the tensors' sizes (`layout`: the buckets follow them).
 enum class CallMemory : uint64_t { kHost = 0, kDevice = 1 };
 
-bool AgreeOnCall(MPI_Comm world, size_t elements, GradientHeader* header, const std::string& localProblem,
+bool AgreeOnCall(MPI_Comm world, const BucketLayout& layout, GradientHeader* header, const std::string& localProblem,
                  CallMemory memory);
 
 }  // namespace gradagg

@@ -24,17 +24,17 @@ CrossNodePhase::CrossNodePhase(MPI_Comm cross, const AggregatorOptions& options)
       errorFeedback_(options.errorFeedback),
       quantizeOwnStripe_(options.quantizeOwnStripe) {}
 
-void CrossNodePhase::Reshape(size_t length) {
-  if (shaped_ && length == length_) return;
+void CrossNodePhase::Reshape(const BucketLayout& layout) {
+  if (shaped_ && layout == plan_.stripe) return;
   shaped_ = true;
-  length_ = length;
-  plan_ = ExchangePlan(length, position_, quantizer_.config());
+  const size_t length = layout.elements();
+  plan_ = ExchangePlan(layout, position_, quantizer_.config());
   const size_t ownCount = plan_.own.count;
   const size_t ownBytes = plan_.ownWireBytes;
   stripeResidual_.assign(length, 0.0f);
   ownResidual_.assign(ownCount, 0.0f);
   ownSum_.assign(ownCount, 0.0f);
-  stripeWire_.assign(Words(quantizer_.WireBytes(length)), 0);
+  stripeWire_.assign(Words(plan_.stripeWireBytes), 0);
   ownWire_.assign(Words(ownBytes), 0);
   received_.assign(Words(ownBytes) * position_.nodes, 0);
 }
@@ -44,8 +44,10 @@ void CrossNodePhase::ResetResiduals() {
   std::fill(ownResidual_.begin(), ownResidual_.end(), 0.0f);
 }
 
-void CrossNodePhase::Aggregate(float* stripe, size_t length, PhaseTimes* times) {
-  Reshape(length);
+void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseTimes* times) {
+  Reshape(layout);
+  const std::vector<BucketLayout>& layouts = plan_.subLayouts;
+  const BucketLayout& ownLayout = layouts[position_.node];
   const ElementRange own = plan_.own;
   float* stripeResidual = errorFeedback_ ? stripeResidual_.data() : nullptr;
   auto* stripeWire = reinterpret_cast<unsigned char*>(stripeWire_.data());
@@ -59,7 +61,7 @@ void CrossNodePhase::Aggregate(float* stripe, size_t length, PhaseTimes* times) 
     const ElementRange part = plan_.subStripes[j];
     if (j == position_.node && !quantizeOwnStripe_) continue;
     quantizer_.Encode(stripe + part.begin, stripeResidual != nullptr ? stripeResidual + part.begin : nullptr,
-                      part.count, stripeWire + plan_.wireOffsets[j]);
+                      layouts[j], stripeWire + plan_.wireOffsets[j]);
   }
   if (!quantizeOwnStripe_ && stripeResidual != nullptr) {
     for (size_t i = own.begin; i < own.end(); ++i) {
@@ -82,9 +84,9 @@ void CrossNodePhase::Aggregate(float* stripe, size_t length, PhaseTimes* times) 
       const void* part =
           source == position_.node ? stripeWire + plan_.wireOffsets[position_.node] : scatter.receives[source].data;
       if (source == 0) {
-        quantizer_.Decode(part, own.count, sum);
+        quantizer_.Decode(part, ownLayout, sum);
       } else {
-        quantizer_.DecodeAccumulate(part, own.count, sum);
+        quantizer_.DecodeAccumulate(part, ownLayout, sum);
       }
     }
     decodeSeconds += decodeClock.Lap();
@@ -92,23 +94,26 @@ void CrossNodePhase::Aggregate(float* stripe, size_t length, PhaseTimes* times) 
   const double scatterSeconds = clock.Lap();
 
   // 3. Re-quantize our sum with the second residual.
-  quantizer_.Encode(ownSum_.data(), errorFeedback_ ? ownResidual_.data() : nullptr, own.count, ownWire_.data());
+  quantizer_.Encode(ownSum_.data(), errorFeedback_ ? ownResidual_.data() : nullptr, ownLayout, ownWire_.data());
   const double requantizeSeconds = clock.Lap();
 
   // 4. All-gather the quantized sums into the stripe's wire image, and decode every owner's part.
+  //    Every node decodes the same bytes, so every node counts the same non-finite buckets.
   const ExchangeMessages gather = plan_.Gather(ownWire_.data(), stripeWire);
+  size_t nonFinite = 0;
   ExchangeInRankOrder(cross_, kGatherTag, gather.sends, gather.receives, [&](int ownerRank) {
     Stopwatch decodeClock;
     const auto owner = static_cast<size_t>(ownerRank);
     const void* part =
         owner == position_.node ? static_cast<const void*>(ownWire_.data()) : gather.receives[owner].data;
-    quantizer_.Decode(part, plan_.subStripes[owner].count, stripe + plan_.subStripes[owner].begin);
+    nonFinite += quantizer_.Decode(part, layouts[owner], stripe + plan_.subStripes[owner].begin);
     decodeSeconds += decodeClock.Lap();
   });
   const double gatherSeconds = clock.Lap();
 
   lastBytesSent_ = plan_.bytesSent;
   lastFloatBytes_ = plan_.floatBytes;
+  lastNonFiniteBuckets_ = nonFinite;
   if (times != nullptr) {
     times->quantize += quantizeSeconds + requantizeSeconds;
     times->decode += decodeSeconds;

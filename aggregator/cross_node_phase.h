@@ -6,7 +6,8 @@
 //   3. re-quantize our sum (+ residual r2);
 //   4. all-gather the quantized sums; every node, the owner too, decodes every one into the stripe.
 //
-// Residuals persist across calls and are reset by ResetResiduals or by a change of stripe length.
+// Residuals persist across calls and are reset by ResetResiduals or by a change of the stripe's layout. A bucket whose
+// input is not finite leaves both residuals as they were and comes out non-finite on every node (quantizer.h).
 #pragma once
 
 #include <mpi.h>
@@ -25,16 +26,18 @@ class CrossNodePhase {
   // `cross` joins one rank per node, ordered by node index; not owned.
   CrossNodePhase(MPI_Comm cross, const AggregatorOptions& options);
 
-  // Collective over `cross`: every node passes its stripe of the same length. On return `stripe` holds the
+  // Collective over `cross`: every node passes its stripe of the same layout. On return `stripe` holds the
   // aggregate over all nodes, bitwise the same on every node. `times` (may be null) gets the phase's times added.
-  void Aggregate(float* stripe, size_t length, PhaseTimes* times);
+  void Aggregate(float* stripe, const BucketLayout& layout, PhaseTimes* times);
 
   void ResetResiduals();
   size_t lastBytesSent() const { return lastBytesSent_; }
   size_t lastFloatBytes() const { return lastFloatBytes_; }
+  // Buckets of the stripe that came out non-finite in the last call (the same on every node).
+  size_t lastNonFiniteBuckets() const { return lastNonFiniteBuckets_; }
 
  private:
-  void Reshape(size_t length);
+  void Reshape(const BucketLayout& layout);
 
   MPI_Comm cross_;
   NodePosition position_;
@@ -43,16 +46,16 @@ class CrossNodePhase {
   bool quantizeOwnStripe_;
 
   bool shaped_ = false;
-  size_t length_ = 0;
   ExchangePlan plan_;
-  std::vector<float> stripeResidual_;     // r1, over the stripe
-  std::vector<float> ownResidual_;        // r2, over the sub-stripe we own
+  std::vector<float> stripeResidual_;  // r1, over the stripe
+  std::vector<float> ownResidual_;     // r2, over the sub-stripe we own
   std::vector<float> ownSum_;
   std::vector<uint32_t> stripeWire_;  // our quantized stripe; then everyone's quantized sums
   std::vector<uint32_t> ownWire_;     // our quantized sum
   std::vector<uint32_t> received_;    // one slot per node for the parts of our sub-stripe
   size_t lastBytesSent_ = 0;
   size_t lastFloatBytes_ = 0;
+  size_t lastNonFiniteBuckets_ = 0;
 };
 
 }  // namespace gradagg

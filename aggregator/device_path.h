@@ -9,6 +9,7 @@
 
 #include "gradagg/aggregator.h"
 #include "mpi_glue/node_topology.h"
+#include "quantize/bucket_layout.h"
 
 namespace gradagg {
 
@@ -17,9 +18,9 @@ class DevicePath {
   virtual ~DevicePath() = default;
 
   // Collective over the node topology's world. `gradients` are checked (DeviceGradientProblem) and agreed on;
-  // `elements` is their total; a rank that does not contribute sends zeros. Stream-ordered on `stream`; returns when
+  // `layout` is their buckets; a rank that does not contribute sends zeros. Stream-ordered on `stream`; returns when
   // the result is in place. Fills `stats`.
-  virtual void Aggregate(const std::vector<DeviceGradient>& gradients, size_t elements, bool contributes,
+  virtual void Aggregate(const std::vector<DeviceGradient>& gradients, const BucketLayout& layout, bool contributes,
                          CudaStream stream, AggregationStats& stats) = 0;
   // Collective over the world: Aggregator::RegisterDeviceBuffer and DeregisterDeviceBuffer (UsageError on every
   // rank for bad input).

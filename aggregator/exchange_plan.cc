@@ -14,15 +14,18 @@ NodePosition PositionIn(MPI_Comm cross) {
   return {static_cast<size_t>(node), static_cast<size_t>(nodes)};
 }
 
-ExchangePlan::ExchangePlan(size_t length, NodePosition where, const QuantizerConfig& quantizer)
+ExchangePlan::ExchangePlan(const BucketLayout& stripeLayout, NodePosition where, const QuantizerConfig& quantizer)
     : position(where),
-      subStripes(SplitIntoBucketRuns(length, quantizer.bucketSize, position.nodes)),
+      stripe(stripeLayout),
+      subStripes(SplitIntoBucketRuns(stripeLayout, position.nodes)),
       wireOffsets(position.nodes),
       wireBytes(position.nodes),
       own(subStripes[position.node]) {
   for (size_t j = 0; j < position.nodes; ++j) {
-    wireOffsets[j] = WireBytes(subStripes[j].begin, quantizer.bucketSize, quantizer.bits);
-    wireBytes[j] = WireBytes(subStripes[j].count, quantizer.bucketSize, quantizer.bits);
+    subLayouts.push_back(stripeLayout.Slice(subStripes[j].begin, subStripes[j].count));
+    wireOffsets[j] = stripeWireBytes;
+    wireBytes[j] = WireBytes(subLayouts[j], quantizer.bits);
+    stripeWireBytes += wireBytes[j];
   }
   ownWireBytes = wireBytes[position.node];
   for (size_t j = 0; j < position.nodes; ++j) {

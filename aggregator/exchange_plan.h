@@ -10,6 +10,7 @@
 
 #include "mpi_glue/ordered_exchange.h"
 #include "nvlink/flat_buffers.h"
+#include "quantize/bucket_layout.h"
 #include "quantize/quantizer_config.h"
 
 namespace gradagg {
@@ -29,7 +30,8 @@ struct ExchangeMessages {
 
 struct ExchangePlan {
   ExchangePlan() = default;
-  ExchangePlan(size_t length, NodePosition position, const QuantizerConfig& quantizer);
+  // `stripe`: the layout of the stripe this rank exchanges.
+  ExchangePlan(const BucketLayout& stripe, NodePosition position, const QuantizerConfig& quantizer);
 
   // Step 2: every other owner gets its part of our stripe's wire image, and sends us its part of our sub-stripe,
   // which lands in slot j of `received` (slots `slotBytes` apart).
@@ -39,11 +41,14 @@ struct ExchangePlan {
 
   NodePosition position;
 
+  BucketLayout stripe;
   std::vector<ElementRange> subStripes;  // relative to the stripe, one per node
+  std::vector<BucketLayout> subLayouts;  // each sub-stripe's buckets
   std::vector<size_t> wireOffsets;       // byte offset of each sub-stripe in the stripe's wire image
   std::vector<size_t> wireBytes;         // each sub-stripe's encoded size
   ElementRange own;                      // the sub-stripe this node owns
   size_t ownWireBytes = 0;
+  size_t stripeWireBytes = 0;
   size_t bytesSent = 0;   // per call: each other owner's part of our stripe, and our quantized sum to each other node
   size_t floatBytes = 0;  // what the same exchange would send as float32
 };

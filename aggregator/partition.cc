@@ -10,16 +10,18 @@ ElementRange PartitionItems(size_t items, size_t owners, size_t owner) {
   return {owner * base + std::min(owner, extra), base + (owner < extra ? 1 : 0)};
 }
 
-std::vector<ElementRange> SplitIntoBucketRuns(size_t elements, size_t bucketSize, size_t owners) {
-  const size_t buckets = (elements + bucketSize - 1) / bucketSize;
+std::vector<ElementRange> SplitIntoBucketRuns(const BucketLayout& layout, size_t owners) {
   std::vector<ElementRange> runs(owners);
   for (size_t owner = 0; owner < owners; ++owner) {
-    const ElementRange part = PartitionItems(buckets, owners, owner);
-    const size_t begin = std::min(part.begin * bucketSize, elements);
-    const size_t end = std::min(part.end() * bucketSize, elements);
-    runs[owner] = {begin, end - begin};
+    const ElementRange part = PartitionItems(layout.buckets(), owners, owner);
+    const size_t begin = layout.BucketBegin(part.begin);
+    runs[owner] = {begin, layout.BucketBegin(part.end()) - begin};
   }
   return runs;
+}
+
+BucketLayout TensorLayout(const std::vector<size_t>& tensorLengths, const AggregatorOptions& options) {
+  return BucketLayout(tensorLengths, options.bucketSize);
 }
 
 QuantizerConfig QuantizerConfigOf(const AggregatorOptions& options) {

@@ -1,5 +1,6 @@
-// Who owns which elements (DESIGN.md, Partitioning): buckets of B elements split over G shards in phase 1 and a
-// shard's buckets over M sub-stripes in phase 2, both by CNTK's rule.
+// Who owns which elements (docs/DESIGN.md, Partitioning): the buckets of a call (each tensor cut into buckets of its
+// own, quantize/bucket_layout.h) split over G shards in phase 1 and a shard's buckets over M sub-stripes in phase 2,
+// both by CNTK's rule.
 #pragma once
 
 #include <cstddef>
@@ -7,6 +8,7 @@
 
 #include "gradagg/options.h"
 #include "nvlink/flat_buffers.h"
+#include "quantize/bucket_layout.h"
 #include "quantize/quantizer_config.h"
 
 namespace gradagg {
@@ -15,9 +17,12 @@ namespace gradagg {
 // starting at k*(n/p) + min(k, n%p).
 ElementRange PartitionItems(size_t items, size_t owners, size_t owner);
 
-// Cuts `elements` (starting on a bucket boundary; only the last bucket may be short) into `owners` runs of whole
-// buckets by PartitionItems over the buckets. Ranges are relative to the first element; some may be empty.
-std::vector<ElementRange> SplitIntoBucketRuns(size_t elements, size_t bucketSize, size_t owners);
+// Cuts the run of `layout` into `owners` runs of whole buckets by PartitionItems over its buckets. Ranges are relative
+// to the run's first element; some may be empty.
+std::vector<ElementRange> SplitIntoBucketRuns(const BucketLayout& layout, size_t owners);
+
+// The layout of a call's tensors of these lengths (empty ones play no part), buckets of options.bucketSize.
+BucketLayout TensorLayout(const std::vector<size_t>& tensorLengths, const AggregatorOptions& options);
 
 // The quantizer settings that AggregatorOptions imply.
 QuantizerConfig QuantizerConfigOf(const AggregatorOptions& options);

@@ -31,18 +31,25 @@ struct Encoded {
   std::vector<uint32_t> words;
 };
 
-Encoded Encode(const Quantizer& quantizer, const Floats& values, Floats* residual) {
+Encoded Encode(const Quantizer& quantizer, const Floats& values, Floats* residual, const BucketLayout& layout) {
   Encoded encoded;
-  encoded.words.resize((quantizer.WireBytes(values.size()) + 3) / 4);
-  quantizer.Encode(values.data(), residual != nullptr ? residual->data() : nullptr, values.size(),
-                   encoded.words.data());
+  encoded.words.resize((quantizer.WireBytes(layout) + 3) / 4);
+  quantizer.Encode(values.data(), residual != nullptr ? residual->data() : nullptr, layout, encoded.words.data());
   return encoded;
 }
 
-Floats Decode(const Quantizer& quantizer, const Encoded& encoded, size_t count) {
-  Floats values(count);
-  quantizer.Decode(encoded.words.data(), count, values.data());
+// Decodes into a new vector; adds the bucket count of non-finite buckets to *nonFinite when it is not null.
+Floats Decode(const Quantizer& quantizer, const Encoded& encoded, const BucketLayout& layout,
+              size_t* nonFinite = nullptr) {
+  Floats values(layout.elements());
+  const size_t count = quantizer.Decode(encoded.words.data(), layout, values.data());
+  if (nonFinite != nullptr) *nonFinite += count;
   return values;
+}
+
+// What a source sends for a part: the decode of its encoding.
+Floats RoundTrip(const Quantizer& quantizer, const Floats& values, Floats* residual, const BucketLayout& layout) {
+  return Decode(quantizer, Encode(quantizer, values, residual, layout), layout);
 }
 
 }  // namespace
@@ -72,29 +79,33 @@ void SerialSimulation::ResetResiduals() {
 }
 
 std::vector<float> SerialSimulation::Run(const std::vector<std::vector<float>>& inputs,
-                                         const std::vector<bool>& contributes) {
+                                         const std::vector<bool>& contributes, const std::vector<size_t>& tensors) {
   if (inputs.size() != placements_.size()) throw std::invalid_argument("SerialSimulation: one input per rank");
   const size_t length = inputs[0].size();
   for (const Floats& input : inputs) {
     if (input.size() != length) throw std::invalid_argument("SerialSimulation: inputs differ in length");
   }
+  const BucketLayout layout =
+      tensors.empty() ? BucketLayout::Uniform(length, options_.bucketSize) : BucketLayout(tensors, options_.bucketSize);
+  if (layout.elements() != length) throw std::invalid_argument("SerialSimulation: tensors do not add up to inputs");
   const Quantizer quantizer(QuantizerConfigOf(options_));
-  const size_t bucket = options_.bucketSize;
-  const std::vector<ElementRange> shards = SplitIntoBucketRuns(length, bucket, ranksPerNode_);
-  if (stripeResidual_.empty() || length != length_) {
-    length_ = length;
+  const std::vector<ElementRange> shards = SplitIntoBucketRuns(layout, ranksPerNode_);
+  std::vector<BucketLayout> shardLayouts;
+  for (const ElementRange& shard : shards) shardLayouts.push_back(layout.Slice(shard.begin, shard.count));
+  if (stripeResidual_.empty() || layout != layout_) {
+    layout_ = layout;
     stripeResidual_.assign(inputs.size(), Floats());
     ownResidual_.assign(inputs.size(), Floats());
     for (size_t node = 0; node < nodes_; ++node) {
       for (size_t local = 0; local < ranksPerNode_; ++local) {
         const auto rank = static_cast<size_t>(rankAt_[node][local]);
-        const ElementRange shard = shards[local];
-        stripeResidual_[rank].assign(shard.count, 0.0f);
-        ownResidual_[rank].assign(SplitIntoBucketRuns(shard.count, bucket, nodes_)[node].count, 0.0f);
+        stripeResidual_[rank].assign(shards[local].count, 0.0f);
+        ownResidual_[rank].assign(SplitIntoBucketRuns(shardLayouts[local], nodes_)[node].count, 0.0f);
       }
     }
   }
 
+  lastNonFiniteBuckets_ = 0;
   Floats result(length, 0.0f);
   for (size_t local = 0; local < ranksPerNode_; ++local) {
     const ElementRange shard = shards[local];
@@ -116,16 +127,19 @@ std::vector<float> SerialSimulation::Run(const std::vector<std::vector<float>>& 
 
     // Phase 2: every node quantizes its stripe per owner; owner j sums its parts in node order, re-quantizes,
     // and every node decodes that.
-    const std::vector<ElementRange> parts = SplitIntoBucketRuns(shard.count, bucket, nodes_);
+    const std::vector<ElementRange> parts = SplitIntoBucketRuns(shardLayouts[local], nodes_);
+    std::vector<BucketLayout> partLayouts;
+    for (const ElementRange& part : parts) partLayouts.push_back(shardLayouts[local].Slice(part.begin, part.count));
     std::vector<std::vector<Floats>> contribution(nodes_, std::vector<Floats>(nodes_));  // [source][owner]
     for (size_t source = 0; source < nodes_; ++source) {
       const auto rank = static_cast<size_t>(rankAt_[source][local]);
       for (size_t owner = 0; owner < nodes_; ++owner) {
         Floats values = Slice(stripes[source], parts[owner]);
+        const BucketLayout& partLayout = partLayouts[owner];
         if (!options_.errorFeedback) {
           contribution[source][owner] = owner == source && !options_.quantizeOwnStripe
                                             ? values
-                                            : Decode(quantizer, Encode(quantizer, values, nullptr), values.size());
+                                            : RoundTrip(quantizer, values, nullptr, partLayout);
           continue;
         }
         Floats residual = Slice(stripeResidual_[rank], parts[owner]);
@@ -134,7 +148,7 @@ std::vector<float> SerialSimulation::Run(const std::vector<std::vector<float>>& 
           std::fill(residual.begin(), residual.end(), 0.0f);
           contribution[source][owner] = values;
         } else {
-          contribution[source][owner] = Decode(quantizer, Encode(quantizer, values, &residual), values.size());
+          contribution[source][owner] = RoundTrip(quantizer, values, &residual, partLayout);
         }
         Place(stripeResidual_[rank], parts[owner], residual);
       }
@@ -145,7 +159,8 @@ std::vector<float> SerialSimulation::Run(const std::vector<std::vector<float>>& 
       for (size_t source = 0; source < nodes_; ++source) AddInto(sum, contribution[source][owner], source == 0);
       const auto ownerRank = static_cast<size_t>(rankAt_[owner][local]);
       Floats* residual = options_.errorFeedback ? &ownResidual_[ownerRank] : nullptr;
-      Place(stripe, parts[owner], Decode(quantizer, Encode(quantizer, sum, residual), sum.size()));
+      const Encoded aggregate = Encode(quantizer, sum, residual, partLayouts[owner]);
+      Place(stripe, parts[owner], Decode(quantizer, aggregate, partLayouts[owner], &lastNonFiniteBuckets_));
     }
     Place(result, shard, stripe);
   }

@@ -7,6 +7,7 @@
 
 #include "gradagg/options.h"
 #include "mpi_glue/node_topology.h"
+#include "quantize/bucket_layout.h"
 
 namespace gradagg {
 
@@ -17,11 +18,15 @@ class SerialSimulation {
   SerialSimulation(std::vector<RankPlacement> placements, const AggregatorOptions& options);
 
   // One aggregation step. inputs[r] is world rank r's whole gradient (all the same length); contributes[r] false
-  // means rank r's header said numSamples == 0 (empty: all contribute). Returns what every rank must hold after
-  // AggregateGradients. Residuals carry over to the next Run, as in the distributed version.
-  std::vector<float> Run(const std::vector<std::vector<float>>& inputs, const std::vector<bool>& contributes = {});
+  // means rank r's header said numSamples == 0 (empty: all contribute); `tensors` are the lengths of the call's
+  // tensors, end to end (empty: one tensor). Returns what every rank must hold after AggregateGradients. Residuals
+  // carry over to the next Run of the same layout, as in the distributed version.
+  std::vector<float> Run(const std::vector<std::vector<float>>& inputs, const std::vector<bool>& contributes = {},
+                         const std::vector<size_t>& tensors = {});
 
   void ResetResiduals();
+  // Buckets that came out of the last Run non-finite (what LastStats().nonFiniteBuckets reports on every rank).
+  size_t lastNonFiniteBuckets() const { return lastNonFiniteBuckets_; }
 
  private:
   std::vector<RankPlacement> placements_;
@@ -29,7 +34,8 @@ class SerialSimulation {
   size_t nodes_ = 1;
   size_t ranksPerNode_ = 1;
   std::vector<std::vector<int>> rankAt_;  // rankAt_[node][local] = world rank
-  size_t length_ = 0;
+  BucketLayout layout_;
+  size_t lastNonFiniteBuckets_ = 0;
   std::vector<std::vector<float>> stripeResidual_;  // r1 per world rank
   std::vector<std::vector<float>> ownResidual_;     // r2 per world rank
 };

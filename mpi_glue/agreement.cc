@@ -24,4 +24,11 @@ std::string AgreeOnProblem(MPI_Comm comm, const std::string& localProblem) {
   return std::string(buffer.begin(), buffer.end());
 }
 
+size_t SumOver(MPI_Comm comm, size_t count) {
+  unsigned long long mine = count;
+  unsigned long long sum = 0;
+  GRADAGG_MPI_CHECK(MPI_Allreduce(&mine, &sum, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, comm));
+  return static_cast<size_t>(sum);
+}
+
 }  // namespace gradagg

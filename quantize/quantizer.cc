@@ -12,9 +12,8 @@
 namespace gradagg {
 namespace {
 
-// Ranges narrower than this decode every element to the lower end (DESIGN.md).
+// Ranges narrower than this decode every element to 0 (docs/DESIGN.md).
 constexpr float kMinRange = 1e-36f;
-constexpr float kClipStddevs = 4.0f;
 constexpr size_t kWordBits = 32;
 
 float LoadFloat(const unsigned char* p) {
@@ -36,10 +35,15 @@ void StoreWord(unsigned char* p, uint32_t value) { std::memcpy(p, &value, sizeof
 struct BucketHeader {
   float first;   // 1 bit: value of bit 0; else the lower end of the range
   float second;  // 1 bit: value of bit 1; else the upper end
+
+  bool finite() const { return std::isfinite(first) && std::isfinite(second); }
+  // What every element of a non-finite bucket decodes to: NaN, or an Inf of the overflowing side.
+  float nonFinite() const { return first + second; }
 };
 
 // How codes of 2-8 bits decode, derived from the header floats only, so that the encoder's residual and every
-// receiver's decode agree bit for bit: lower + (code + 0.5) * step, or lower for a degenerate range.
+// receiver's decode agree bit for bit: the midpoint lower + (code + 0.5) * step of one of L = 2^bits cells, or 0 for
+// a degenerate range.
 struct RangeDecoder {
   float lower;
   float step;
@@ -47,12 +51,10 @@ struct RangeDecoder {
 
   RangeDecoder(int bits, BucketHeader header)
       : lower(header.first),
-        step((header.second - header.first) / static_cast<float>((1u << bits) - 1)),
+        step((header.second - header.first) / static_cast<float>(1u << bits)),
         degenerate(header.second - header.first < kMinRange) {}
 
-  float operator()(uint32_t code) const {
-    return degenerate ? lower : lower + (static_cast<float>(code) + 0.5f) * step;
-  }
+  float operator()(uint32_t code) const { return degenerate ? 0.0f : lower + (static_cast<float>(code) + 0.5f) * step; }
 };
 
 // --- 1. Statistics, each over the bucket's values v in the canonical order.
@@ -76,10 +78,10 @@ BucketHeader MeanThresholdHeader(const float* v, size_t length, float* mean) {
   return {m - deviation, m + deviation};
 }
 
-BucketHeader RangeHeader(const float* v, size_t length) {
+BucketHeader RangeHeader(const float* v, size_t length, float clip) {
   const float meanSquare = CanonicalSum(length, [v](size_t i) { return v[i] * v[i]; }) / static_cast<float>(length);
   const float stddev = std::sqrt(meanSquare);
-  return {-kClipStddevs * stddev, kClipStddevs * stddev};
+  return {-clip * stddev, clip * stddev};
 }
 
 // --- 2. Codes and 3. residuals.
@@ -101,17 +103,17 @@ void WriteRangeCodes(const float* v, size_t length, int bits, BucketHeader heade
                      float* residual, uint32_t* codes) {
   const RangeDecoder decode(bits, header);
   const uint32_t maxCode = (1u << bits) - 1;
-  const float levels = static_cast<float>(maxCode);
+  const float cells = static_cast<float>(1u << bits);
   const float lower = header.first;
   const float upper = header.second;
-  const float codeScale = levels / (upper - lower);
+  const float codeScale = cells / (upper - lower);
   for (size_t i = 0; i < length; ++i) {
-    const float clipped = v[i] < lower ? lower : (v[i] > upper ? upper : v[i]);  // NaN stays NaN
+    const float clipped = v[i] < lower ? lower : (v[i] > upper ? upper : v[i]);
     const float scaled = (clipped - lower) * codeScale;
-    // floor for scaled in [0, levels); the top code at the upper end; NaN -> 0. Through int32, which SSE2
-    // converts in one vector instruction (codes are below 256).
-    const int32_t floored = static_cast<int32_t>(scaled >= 0.0f && scaled < levels ? scaled : 0.0f);
-    const uint32_t code = scaled >= levels ? maxCode : static_cast<uint32_t>(floored);
+    // floor for scaled in [0, L); the top cell at the upper end. Through int32, which SSE2 converts in one vector
+    // instruction (codes are below 256).
+    const int32_t floored = static_cast<int32_t>(scaled >= 0.0f && scaled < cells ? scaled : 0.0f);
+    const uint32_t code = scaled >= cells ? maxCode : static_cast<uint32_t>(floored);
     codes[i] = decode.degenerate ? 0u : code;
   }
   if (residual != nullptr) {
@@ -128,13 +130,17 @@ void WriteRangeCodes(const float* v, size_t length, int bits, BucketHeader heade
 
 }  // namespace
 
-Quantizer::Quantizer(const QuantizerConfig& config) : config_(config) { ValidateQuantizerConfig(config_); }
+Quantizer::Quantizer(const QuantizerConfig& config) : config_(config), clip_(0.0f) {
+  ValidateQuantizerConfig(config_);
+  clip_ = ClipOf(config_);
+}
 
-size_t Quantizer::WireBytes(size_t count) const { return gradagg::WireBytes(count, config_.bucketSize, config_.bits); }
+size_t Quantizer::WireBytes(const BucketLayout& layout) const { return gradagg::WireBytes(layout, config_.bits); }
 
-void Quantizer::Encode(const float* values, float* residual, size_t count, void* wire) const {
+void Quantizer::Encode(const float* values, float* residual, const BucketLayout& layout, void* wire) const {
   auto* out = static_cast<unsigned char*>(wire);
   const int bits = config_.bits;
+  const size_t count = layout.elements();
   if (bits == kRawBits) {
     for (size_t i = 0; i < count; ++i) {
       StoreFloat(out + sizeof(float) * i, residual != nullptr ? values[i] + residual[i] : values[i]);
@@ -142,11 +148,10 @@ void Quantizer::Encode(const float* values, float* residual, size_t count, void*
     if (residual != nullptr) std::fill(residual, residual + count, 0.0f);
     return;
   }
-  const size_t scratchLength = std::min(config_.bucketSize, count);
+  const size_t scratchLength = std::min(layout.bucketSize(), count);
   std::vector<float> withResidual(residual != nullptr ? scratchLength : 0);
   std::vector<uint32_t> codes(bits > 1 ? scratchLength : 0);
-  for (size_t start = 0; start < count; start += config_.bucketSize) {
-    const size_t length = std::min(config_.bucketSize, count - start);
+  layout.ForEachBucket([&](size_t start, size_t length) {
     // v = values + residual, once per bucket.
     const float* v = values + start;
     float* bucketResidual = residual != nullptr ? residual + start : nullptr;
@@ -154,38 +159,45 @@ void Quantizer::Encode(const float* values, float* residual, size_t count, void*
       for (size_t i = 0; i < length; ++i) withResidual[i] = v[i] + bucketResidual[i];
       v = withResidual.data();
     }
-    BucketHeader header;
-    if (bits == 1) {
-      float threshold = 0.0f;
-      header = config_.threshold == OneBitThreshold::kZero ? ZeroThresholdHeader(v, length)
-                                                           : MeanThresholdHeader(v, length, &threshold);
-      WriteOneBitCodes(v, length, threshold, header, out + kBucketHeaderBytes, bucketResidual);
-    } else {
-      header = RangeHeader(v, length);
-      WriteRangeCodes(v, length, bits, header, out + kBucketHeaderBytes, bucketResidual, codes.data());
-    }
+    float threshold = 0.0f;
+    const BucketHeader header =
+        bits > 1 ? RangeHeader(v, length, clip_)
+                 : (config_.threshold == OneBitThreshold::kZero ? ZeroThresholdHeader(v, length)
+                                                                : MeanThresholdHeader(v, length, &threshold));
     StoreFloat(out, header.first);
     StoreFloat(out + sizeof(float), header.second);
-    out += BucketWireBytes(length, bits);
-  }
+    unsigned char* words = out + kBucketHeaderBytes;
+    const size_t bucketBytes = BucketWireBytes(length, bits);
+    out += bucketBytes;
+    if (!header.finite()) {  // all codes 0; the residual keeps its value
+      std::memset(words, 0, bucketBytes - kBucketHeaderBytes);
+    } else if (bits == 1) {
+      WriteOneBitCodes(v, length, threshold, header, words, bucketResidual);
+    } else {
+      WriteRangeCodes(v, length, bits, header, words, bucketResidual, codes.data());
+    }
+  });
 }
 
 template <typename Emit>
-void Quantizer::DecodeWith(const void* wire, size_t count, Emit emit) const {
+size_t Quantizer::DecodeWith(const void* wire, const BucketLayout& layout, Emit emit) const {
   const auto* in = static_cast<const unsigned char*>(wire);
   const int bits = config_.bits;
   if (bits == kRawBits) {
-    for (size_t i = 0; i < count; ++i) emit(i, LoadFloat(in + sizeof(float) * i));
-    return;
+    for (size_t i = 0; i < layout.elements(); ++i) emit(i, LoadFloat(in + sizeof(float) * i));
+    return 0;
   }
   const size_t perWord = kWordBits / static_cast<size_t>(bits);
   const uint32_t mask = (1u << bits) - 1;
+  size_t nonFinite = 0;
   // Every code's value, once per bucket: a table of 2^bits entries, each computed exactly as the encoder did.
   float table[256];
-  for (size_t start = 0; start < count; start += config_.bucketSize) {
-    const size_t length = std::min(config_.bucketSize, count - start);
+  layout.ForEachBucket([&](size_t start, size_t length) {
     const BucketHeader header{LoadFloat(in), LoadFloat(in + sizeof(float))};
-    if (bits == 1) {
+    if (!header.finite()) {
+      ++nonFinite;
+      std::fill(table, table + mask + 1, header.nonFinite());
+    } else if (bits == 1) {
       table[0] = header.first;
       table[1] = header.second;
     } else {
@@ -201,15 +213,16 @@ void Quantizer::DecodeWith(const void* wire, size_t count, Emit emit) const {
       }
     }
     in += BucketWireBytes(length, bits);
-  }
+  });
+  return nonFinite;
 }
 
-void Quantizer::Decode(const void* wire, size_t count, float* out) const {
-  DecodeWith(wire, count, [out](size_t i, float value) { out[i] = value; });
+size_t Quantizer::Decode(const void* wire, const BucketLayout& layout, float* out) const {
+  return DecodeWith(wire, layout, [out](size_t i, float value) { out[i] = value; });
 }
 
-void Quantizer::DecodeAccumulate(const void* wire, size_t count, float* accumulator) const {
-  DecodeWith(wire, count, [accumulator](size_t i, float value) { accumulator[i] += value; });
+size_t Quantizer::DecodeAccumulate(const void* wire, const BucketLayout& layout, float* accumulator) const {
+  return DecodeWith(wire, layout, [accumulator](size_t i, float value) { accumulator[i] += value; });
 }
 
 }  // namespace gradagg

@@ -1,18 +1,23 @@
-// The bucket quantizer of DESIGN.md on the CPU: encode with error feedback, decode, decode-and-accumulate.
+// The bucket quantizer of docs/DESIGN.md on the CPU: encode with error feedback, decode, decode-and-accumulate.
 //
-// Per bucket, on v = values + residual:
-//   1. statistics in the canonical order (canonical_sum.h): the two 1-bit decode values, or the range [-4s, 4s]
-//      with s = sqrt(mean(v^2));
-//   2. codes, packed as wire_format.h says, after the two header floats;
+// Per bucket (bucket_layout.h: buckets never span two segments), on v = values + residual:
+//   1. statistics in the canonical order (canonical_sum.h): the two 1-bit decode values, or the range
+//      [-c*s, +c*s] with s = sqrt(mean(v^2)) and c the clip factor of the bit width;
+//   2. codes, packed as wire_format.h says, after the two header floats: code = floor((v - lower) * L / range)
+//      clamped to [0, L-1], L = 2^bits cells, each decoding to its midpoint, inside the range;
 //   3. residual = v - decode(code), computed from the header floats exactly as a receiver decodes them.
 // Arithmetic is float32 with one rounding per operation, so the CUDA kernels can reproduce every bit.
 //
-// NaN or Inf in a bucket poison its statistics: the whole bucket decodes to NaN (or Inf), and with error feedback
-// the residual keeps the NaN until it is reset. Bits 32 copies values through untouched and keeps the residual 0.
+// Non-finite buckets: where v holds a NaN or Inf (so the statistics are not finite; at 2-8 bits also values whose
+// squares overflow float32, beyond about 1e19), the header floats carry the non-finite statistics, every code is 0,
+// the residual keeps its value from before the call, and every element decodes to first + second (NaN or Inf).
+// The decodes return how many such buckets they met. Bits 32 copies values through untouched (non-finite ones too)
+// and keeps the residual 0.
 #pragma once
 
 #include <cstddef>
 
+#include "quantize/bucket_layout.h"
 #include "quantize/quantizer_config.h"
 
 namespace gradagg {
@@ -22,26 +27,38 @@ class Quantizer {
   explicit Quantizer(const QuantizerConfig& config);  // throws std::invalid_argument for a bad config
 
   const QuantizerConfig& config() const { return config_; }
+  // A run of `count` elements that is one segment (the buckets of config().bucketSize from its start).
+  BucketLayout Uniform(size_t count) const { return BucketLayout::Uniform(count, config_.bucketSize); }
 
-  // Wire bytes of `count` elements that start on a bucket boundary.
-  size_t WireBytes(size_t count) const;
+  size_t WireBytes(const BucketLayout& layout) const;
 
-  // Encodes `count` elements that start on a bucket boundary into WireBytes(count) bytes at `wire`
-  // (4-byte aligned). With a residual (error feedback) v = values + residual and the residual becomes
-  // v - decode(code); with residual == nullptr, v = values.
-  void Encode(const float* values, float* residual, size_t count, void* wire) const;
+  // Encodes the run into WireBytes(layout) bytes at `wire` (4-byte aligned). With a residual (error feedback)
+  // v = values + residual and the residual becomes v - decode(code), except in non-finite buckets; with
+  // residual == nullptr, v = values.
+  void Encode(const float* values, float* residual, const BucketLayout& layout, void* wire) const;
 
-  // out[i] = decode(i).
-  void Decode(const void* wire, size_t count, float* out) const;
+  // out[i] = decode(i). Returns the number of non-finite buckets.
+  size_t Decode(const void* wire, const BucketLayout& layout, float* out) const;
 
-  // accumulator[i] = accumulator[i] + decode(i), one float32 rounding each.
-  void DecodeAccumulate(const void* wire, size_t count, float* accumulator) const;
+  // accumulator[i] = accumulator[i] + decode(i), one float32 rounding each. Returns the number of non-finite buckets.
+  size_t DecodeAccumulate(const void* wire, const BucketLayout& layout, float* accumulator) const;
+
+  // The same on a run of one segment.
+  size_t WireBytes(size_t count) const { return WireBytes(Uniform(count)); }
+  void Encode(const float* values, float* residual, size_t count, void* wire) const {
+    Encode(values, residual, Uniform(count), wire);
+  }
+  size_t Decode(const void* wire, size_t count, float* out) const { return Decode(wire, Uniform(count), out); }
+  size_t DecodeAccumulate(const void* wire, size_t count, float* accumulator) const {
+    return DecodeAccumulate(wire, Uniform(count), accumulator);
+  }
 
  private:
   template <typename Emit>
-  void DecodeWith(const void* wire, size_t count, Emit emit) const;
+  size_t DecodeWith(const void* wire, const BucketLayout& layout, Emit emit) const;
 
   QuantizerConfig config_;
+  float clip_;
 };
 
 }  // namespace gradagg

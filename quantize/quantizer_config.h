@@ -20,7 +20,15 @@ struct QuantizerConfig {
   int bits = 1;  // 1, 2, 4, 8, or 32 (raw floats, no quantization)
   size_t bucketSize = kDefaultBucketSize;
   OneBitThreshold threshold = OneBitThreshold::kZero;
+  // 2-8 bits: the range is [-clip * s, +clip * s], s = sqrt(mean(v^2)) of the bucket; 0 takes DefaultClip(bits).
+  float clip = 0.0f;
 };
+
+// The clip factor of 2, 4 and 8 bits that measured closest to the optimal uniform quantizer on Gaussian data
+// (bench/NOTES.md, "Clip factors"; gradagg_quantizer_error prints the table).
+float DefaultClip(int bits);
+// config.clip, or DefaultClip(config.bits) where it is 0.
+float ClipOf(const QuantizerConfig& config);
 
 // Throws std::invalid_argument naming the bad field.
 void ValidateQuantizerConfig(const QuantizerConfig& config);

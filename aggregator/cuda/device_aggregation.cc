@@ -41,8 +41,8 @@ class GpuPath final : public DevicePath {
   GpuPath(const NodeTopology& topology, const AggregatorOptions& options);
   ~GpuPath() override { ReleaseBuffers(); }
 
-  void Aggregate(const std::vector<DeviceGradient>& gradients, size_t elements, bool contributes, CudaStream stream,
-                 AggregationStats& stats) override;
+  void Aggregate(const std::vector<DeviceGradient>& gradients, const BucketLayout& layout, bool contributes,
+                 CudaStream stream, AggregationStats& stats) override;
   void RegisterBuffer(void* data, size_t bytes) override;
   void DeregisterBuffer(void* data) override;
   void ResetResiduals() override {
@@ -52,9 +52,9 @@ class GpuPath final : public DevicePath {
   std::string Describe() const override;
 
  private:
-  void Run(const std::vector<DeviceGradient>& gradients, size_t elements, bool contributes, CudaStream stream,
-           AggregationStats& stats);
-  void Reshape(size_t elements);
+  void Run(const std::vector<DeviceGradient>& gradients, const BucketLayout& layout, bool contributes,
+           CudaStream stream, AggregationStats& stats);
+  void Reshape(const BucketLayout& layout);
   float* InPlaceTensor(const std::vector<DeviceGradient>& gradients, size_t elements);
   void ReleaseBuffers() noexcept;
   // With timing on: waits for the stream, then returns the seconds since the last lap.
@@ -66,6 +66,7 @@ class GpuPath final : public DevicePath {
 
   AggregatorOptions options_;
   MPI_Comm world_;
+  MPI_Comm nodeComm_;
   int device_ = 0;
   int localRank_ = 0;
   int ranksPerNode_ = 1;
@@ -75,8 +76,9 @@ class GpuPath final : public DevicePath {
   std::unique_ptr<DeviceCrossNodePhase> cross_;  // more than one node
 
   bool shaped_ = false;
-  size_t elements_ = 0;
+  BucketLayout layout_;
   std::vector<ElementRange> shards_;
+  BucketLayout stripeLayout_;
   DeviceBuffer flat_;               // float32, registered with the node
   DeviceBuffer stripe_;             // float32, registered with the node
   std::vector<void*> userBuffers_;  // RegisterBuffer's, in order (the same on every rank)
@@ -85,6 +87,7 @@ class GpuPath final : public DevicePath {
 GpuPath::GpuPath(const NodeTopology& topology, const AggregatorOptions& options)
     : options_(options),
       world_(topology.world()),
+      nodeComm_(topology.node()),
       localRank_(topology.localRank()),
       ranksPerNode_(topology.ranksPerNode()),
       nodes_(topology.nodeCount()) {
@@ -164,9 +167,12 @@ float* GpuPath::InPlaceTensor(const std::vector<DeviceGradient>& gradients, size
   return node_->RegisteredAlike(data, elements * sizeof(float)) ? data : nullptr;
 }
 
-void GpuPath::Reshape(size_t elements) {
-  if (shaped_ && elements == elements_) return;
-  shards_ = SplitIntoBucketRuns(elements, options_.bucketSize, static_cast<size_t>(ranksPerNode_));
+void GpuPath::Reshape(const BucketLayout& layout) {
+  if (shaped_ && layout == layout_) return;
+  const size_t elements = layout.elements();
+  shards_ = SplitIntoBucketRuns(layout, static_cast<size_t>(ranksPerNode_));
+  const ElementRange mine = shards_[static_cast<size_t>(localRank_)];
+  stripeLayout_ = layout.Slice(mine.begin, mine.count);
   size_t largestShard = 0;
   for (const ElementRange& shard : shards_) largestShard = std::max(largestShard, shard.count);
   // Buffers only grow, and every rank decides alike (from the agreed size), so Register stays collective.
@@ -185,25 +191,26 @@ void GpuPath::Reshape(size_t elements) {
     }
   }
   shaped_ = true;
-  elements_ = elements;
+  layout_ = layout;
 }
 
-void GpuPath::Aggregate(const std::vector<DeviceGradient>& gradients, size_t elements, bool contributes,
+void GpuPath::Aggregate(const std::vector<DeviceGradient>& gradients, const BucketLayout& layout, bool contributes,
                         CudaStream stream, AggregationStats& stats) {
   // The inputs were checked and agreed on by every rank, so a UsageError from here on is this rank's alone: it must
   // not pass for the agreed kind, which callers report on one rank only.
   try {
-    Run(gradients, elements, contributes, stream, stats);
+    Run(gradients, layout, contributes, stream, stats);
   } catch (const UsageError& error) {
     throw std::runtime_error(std::string("GPU aggregation failed on this rank: ") + error.what());
   }
 }
 
-void GpuPath::Run(const std::vector<DeviceGradient>& gradients, size_t elements, bool contributes, CudaStream stream,
-                  AggregationStats& stats) {
+void GpuPath::Run(const std::vector<DeviceGradient>& gradients, const BucketLayout& layout, bool contributes,
+                  CudaStream stream, AggregationStats& stats) {
   PhaseTimes& times = stats.times;
+  const size_t elements = layout.elements();
   if (elements == 0) return;
-  Reshape(elements);
+  Reshape(layout);
   Stopwatch clock;
   float* const inPlace = InPlaceTensor(gradients, elements);
   stats.inPlace = inPlace != nullptr;
@@ -224,7 +231,6 @@ void GpuPath::Run(const std::vector<DeviceGradient>& gradients, size_t elements,
 
   // 1. Intra-node reduce-scatter. One node: phases 1 and 3 at once, as the fused allreduce in place (the same sums
   //    in local-rank order), its time reported as the reduce-scatter's.
-  const ElementRange mine = shards_[static_cast<size_t>(localRank_)];
   const bool oneNode = node_ && !cross_;
   float* stripe = flat;
   if (oneNode) {
@@ -237,9 +243,10 @@ void GpuPath::Run(const std::vector<DeviceGradient>& gradients, size_t elements,
 
   // 2. Inter-node quantized exchange of the stripe (returns with the stream idle).
   if (cross_) {
-    cross_->Aggregate(stripe, mine.count, stream, options_.timing ? &times : nullptr);
+    cross_->Aggregate(stripe, node_ ? stripeLayout_ : layout, stream, options_.timing ? &times : nullptr);
     stats.interNodeBytesSent = cross_->lastBytesSent();
     stats.interNodeFloatBytes = cross_->lastFloatBytes();
+    stats.nonFiniteBuckets = SumOver(nodeComm_, cross_->lastNonFiniteBuckets());  // each rank counted its stripe
     clock.Lap();
   }
 

@@ -62,19 +62,22 @@ DeviceCrossNodePhase::DeviceCrossNodePhase(MPI_Comm cross, const AggregatorOptio
       quantizeOwnStripe_(options.quantizeOwnStripe),
       exchange_(std::move(exchange)) {}
 
-void DeviceCrossNodePhase::Reshape(size_t length) {
-  if (shaped_ && length == length_) return;
+void DeviceCrossNodePhase::Reshape(const BucketLayout& layout) {
+  if (shaped_ && layout == plan_.stripe) return;
   shaped_ = true;
-  length_ = length;
-  plan_ = ExchangePlan(length, position_, quantizer_.config());
+  const size_t length = layout.elements();
+  plan_ = ExchangePlan(layout, position_, quantizer_.config());
+  subLayouts_.clear();
+  for (const BucketLayout& part : plan_.subLayouts) subLayouts_.push_back(quantizer_.Upload(part));
   const size_t ownCount = plan_.own.count;
   ownSlotBytes_ = RoundUp16(plan_.ownWireBytes);
   stripeResidual_ = DeviceBuffer(length * sizeof(float));
   ownResidual_ = DeviceBuffer(ownCount * sizeof(float));
   ownSum_ = DeviceBuffer(ownCount * sizeof(float));
-  stripeWire_ = DeviceBuffer(RoundUp16(quantizer_.WireBytes(length)));
+  stripeWire_ = DeviceBuffer(RoundUp16(plan_.stripeWireBytes));
   ownWire_ = DeviceBuffer(ownSlotBytes_);
   received_ = DeviceBuffer(ownSlotBytes_ * position_.nodes);
+  if (nonFinite_.bytes() == 0) nonFinite_ = DeviceBuffer(sizeof(unsigned long long));
   ResetResiduals();
 }
 
@@ -84,9 +87,12 @@ void DeviceCrossNodePhase::ResetResiduals() {
   GRADAGG_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-void DeviceCrossNodePhase::Aggregate(float* stripe, size_t length, cudaStream_t stream, PhaseTimes* times) {
-  Reshape(length);
+void DeviceCrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, cudaStream_t stream,
+                                     PhaseTimes* times) {
+  Reshape(layout);
   const ElementRange own = plan_.own;
+  const DeviceBucketLayout& ownLayout = subLayouts_[position_.node];
+  auto* nonFinite = nonFinite_.as<unsigned long long>();
   float* stripeResidual = errorFeedback_ ? stripeResidual_.as<float>() : nullptr;
   auto* stripeWire = stripeWire_.as<unsigned char>();
   auto* received = received_.as<unsigned char>();
@@ -100,7 +106,7 @@ void DeviceCrossNodePhase::Aggregate(float* stripe, size_t length, cudaStream_t 
     const ElementRange part = plan_.subStripes[j];
     if (j == position_.node && !quantizeOwnStripe_) continue;
     quantizer_.Encode(stripe + part.begin, ElementType::kFloat32,
-                      stripeResidual != nullptr ? stripeResidual + part.begin : nullptr, part.count,
+                      stripeResidual != nullptr ? stripeResidual + part.begin : nullptr, subLayouts_[j],
                       stripeWire + plan_.wireOffsets[j], stream);
   }
   if (!quantizeOwnStripe_ && stripeResidual != nullptr)
@@ -125,9 +131,9 @@ void DeviceCrossNodePhase::Aggregate(float* stripe, size_t length, cudaStream_t 
       const void* part =
           source == position_.node ? stripeWire + plan_.wireOffsets[position_.node] : scatter.receives[source].data;
       if (source == 0) {
-        quantizer_.Decode(part, own.count, sum, ElementType::kFloat32, stream);
+        quantizer_.Decode(part, ownLayout, sum, ElementType::kFloat32, stream);
       } else {
-        quantizer_.DecodeAccumulate(part, own.count, sum, stream);
+        quantizer_.DecodeAccumulate(part, ownLayout, sum, stream);
       }
     });
   });
@@ -136,26 +142,32 @@ void DeviceCrossNodePhase::Aggregate(float* stripe, size_t length, cudaStream_t 
   const double scatterSeconds = clock.Lap();
 
   // 3. Re-quantize our sum with the second residual.
-  quantizer_.Encode(sum, ElementType::kFloat32, errorFeedback_ ? ownResidual_.as<float>() : nullptr, own.count,
+  quantizer_.Encode(sum, ElementType::kFloat32, errorFeedback_ ? ownResidual_.as<float>() : nullptr, ownLayout,
                     ownWire_.get(), stream);
   if (times != nullptr) GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
   const double requantizeSeconds = clock.Lap();
 
-  // 4. All-gather the quantized sums into the stripe's wire image, and decode every owner's part.
+  // 4. All-gather the quantized sums into the stripe's wire image, and decode every owner's part. Every node decodes
+  //    the same bytes, so every node counts the same non-finite buckets.
+  GRADAGG_CUDA_CHECK(cudaMemsetAsync(nonFinite, 0, sizeof *nonFinite, stream));
   const ExchangeMessages gather = plan_.Gather(ownWire_.get(), stripeWire);
   exchange_->Run(cross_, kGatherTag, gather.sends, gather.receives, stream, [&](int ownerRank) {
     const auto owner = static_cast<size_t>(ownerRank);
     const void* part = owner == position_.node ? ownWire_.get() : gather.receives[owner].data;
     decodeTimer.Time(stream, [&] {
-      quantizer_.Decode(part, plan_.subStripes[owner].count, stripe + plan_.subStripes[owner].begin,
-                        ElementType::kFloat32, stream);
+      quantizer_.Decode(part, subLayouts_[owner], stripe + plan_.subStripes[owner].begin, ElementType::kFloat32, stream,
+                        nonFinite);
     });
   });
-  if (times != nullptr) GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  unsigned long long nonFiniteBuckets = 0;
+  GRADAGG_CUDA_CHECK(
+      cudaMemcpyAsync(&nonFiniteBuckets, nonFinite, sizeof nonFiniteBuckets, cudaMemcpyDeviceToHost, stream));
+  GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
   const double gatherSeconds = clock.Lap();
 
   lastBytesSent_ = plan_.bytesSent;
   lastFloatBytes_ = plan_.floatBytes;
+  lastNonFiniteBuckets_ = static_cast<size_t>(nonFiniteBuckets);
   if (times != nullptr) {
     const double decodeSeconds = decodeTimer.Seconds();
     times->quantize += quantizeSeconds + requantizeSeconds;

@@ -29,17 +29,19 @@ class DeviceCrossNodePhase {
   // `cross` joins one rank per node, ordered by node index; not owned.
   DeviceCrossNodePhase(MPI_Comm cross, const AggregatorOptions& options, std::unique_ptr<DeviceExchange> exchange);
 
-  // Collective over `cross`: `stripe` (device, float32) of the same length on every node. On return it holds the
+  // Collective over `cross`: `stripe` (device, float32) of the same layout on every node. On return it holds the
   // aggregate over all nodes, bitwise the same on every node and as the CPU phase computes. `times` may be null.
-  void Aggregate(float* stripe, size_t length, cudaStream_t stream, PhaseTimes* times);
+  void Aggregate(float* stripe, const BucketLayout& layout, cudaStream_t stream, PhaseTimes* times);
 
   void ResetResiduals();  // synchronous
   size_t lastBytesSent() const { return lastBytesSent_; }
   size_t lastFloatBytes() const { return lastFloatBytes_; }
+  // Buckets of the stripe that came out non-finite in the last call (the same on every node).
+  size_t lastNonFiniteBuckets() const { return lastNonFiniteBuckets_; }
   const char* transport() const { return exchange_->name(); }
 
  private:
-  void Reshape(size_t length);
+  void Reshape(const BucketLayout& layout);
 
   MPI_Comm cross_;
   NodePosition position_;
@@ -49,17 +51,19 @@ class DeviceCrossNodePhase {
   std::unique_ptr<DeviceExchange> exchange_;
 
   bool shaped_ = false;
-  size_t length_ = 0;
   ExchangePlan plan_;
-  size_t ownSlotBytes_ = 0;      // received_ slot per node, 16-byte aligned
-  DeviceBuffer stripeResidual_;  // r1, over the stripe
-  DeviceBuffer ownResidual_;     // r2, over the sub-stripe we own
+  std::vector<DeviceBucketLayout> subLayouts_;  // plan_.subLayouts, for the kernels
+  size_t ownSlotBytes_ = 0;                     // received_ slot per node, 16-byte aligned
+  DeviceBuffer stripeResidual_;                 // r1, over the stripe
+  DeviceBuffer ownResidual_;                    // r2, over the sub-stripe we own
   DeviceBuffer ownSum_;
   DeviceBuffer stripeWire_;  // our quantized stripe; then everyone's quantized sums
   DeviceBuffer ownWire_;     // our quantized sum
   DeviceBuffer received_;    // one slot per node for the parts of our sub-stripe
+  DeviceBuffer nonFinite_;   // the count of non-finite buckets the all-gather's decodes met
   size_t lastBytesSent_ = 0;
   size_t lastFloatBytes_ = 0;
+  size_t lastNonFiniteBuckets_ = 0;
 };
 
 }  // namespace gradagg

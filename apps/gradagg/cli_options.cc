@@ -1,5 +1,6 @@
 #include "apps/gradagg/cli_options.h"
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cctype>
 #include <sstream>
@@ -68,6 +69,9 @@ po::options_description Describe() {
       ("no-register", "GPU runs: leave the gradient buffer unregistered (RegisterDeviceBuffer), so calls copy it "
                       "into the Aggregator's own buffer and back")
       ("seed", po::value<uint64_t>(), "seed of the synthetic gradients (default 42)")
+      ("tensors", po::value<std::string>(),
+       "tensor lengths in elements, comma-separated, repeated to cover each gradient (e.g. 2,5010,6); buckets "
+       "restart at every tensor (default: one tensor)")
       ("json", po::value<std::string>(), "also write all results to this JSON file")
       ("bits", po::value<int>(), "bits per element across nodes: 1, 2, 4, 8 or 32 (default 1; GRADAGG_BITS)")
       ("bucket", po::value<uint64_t>(), "elements per quantization bucket (default 512; GRADAGG_BUCKET)")
@@ -84,6 +88,21 @@ po::options_description Describe() {
       ("trace", po::value<int>(), "0 quiet, 1 configuration, 2 per-call phase times on stderr (GRADAGG_TRACE)");
   // clang-format on
   return options;
+}
+
+std::vector<size_t> ParseTensorList(const std::string& text) {
+  std::vector<size_t> lengths;
+  std::istringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    const bool digits = !item.empty() && item.size() <= 12 &&
+                        std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || std::stoull(item) == 0)
+      throw UsageError("--tensors " + text + ": '" + item + "' is not a tensor length (a whole number above 0)");
+    lengths.push_back(static_cast<size_t>(std::stoull(item)));
+  }
+  if (lengths.empty()) throw UsageError("--tensors needs at least one length, e.g. --tensors 2,5010,6");
+  return lengths;
 }
 
 uint64_t RequireSize(const po::variables_map& values, const char* name) {
@@ -117,6 +136,7 @@ void Apply(const po::variables_map& values, CliOptions& cli) {
   if (values.count("warmup_iters")) cli.warmups = values["warmup_iters"].as<int>();
   if (values.count("seed")) cli.seed = values["seed"].as<uint64_t>();
   if (values.count("json")) cli.jsonPath = values["json"].as<std::string>();
+  if (values.count("tensors")) cli.tensors = ParseTensorList(values["tensors"].as<std::string>());
   cli.check = values.count("check") > 0;
   cli.mpiBaseline = values.count("no-baseline") == 0;
   cli.ncclBaseline = values.count("no-nccl") == 0;
@@ -164,6 +184,16 @@ void Apply(const po::variables_map& values, CliOptions& cli) {
 }
 
 }  // namespace
+
+std::vector<size_t> TensorLengths(const std::vector<size_t>& pattern, size_t count) {
+  if (pattern.empty()) return {count};
+  std::vector<size_t> lengths;
+  for (size_t covered = 0, i = 0; covered < count; i = (i + 1) % pattern.size()) {
+    lengths.push_back(std::min(pattern[i], count - covered));
+    covered += lengths.back();
+  }
+  return lengths;
+}
 
 ParseResult ParseCommandLine(int argc, const char* const* argv) {
   ParseResult result;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gradagg/options.h"
 
@@ -19,6 +20,9 @@ struct CliOptions {
   int iterations = 20;
   int warmups = 5;
   uint64_t seed = 42;
+  // --tensors: tensor lengths in elements, repeated to cover each gradient (the last one cut short), so that buckets
+  // restart at tensor boundaries as in a model; empty: the gradient is one tensor.
+  std::vector<size_t> tensors;
   bool check = false;
   bool mpiBaseline = true;     // also time MPI_Allreduce of the same gradient
   bool ncclBaseline = true;    // GPU runs: also time ncclAllReduce
@@ -41,5 +45,9 @@ ParseResult ParseCommandLine(int argc, const char* const* argv);
 std::optional<uint64_t> ParseByteSize(const std::string& text);
 
 std::string FormatDevice(Device device);
+
+// The lengths of the tensors that cover `count` elements: `pattern` repeated, the last one cut short; {count} for an
+// empty pattern.
+std::vector<size_t> TensorLengths(const std::vector<size_t>& pattern, size_t count);
 
 }  // namespace gradagg::cli

@@ -74,8 +74,15 @@ struct DeviceSizeRunner::State {
   void Upload(const std::vector<float>& values, void* device) const {
     GRADAGG_CUDA_CHECK(cudaMemcpy(device, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice));
   }
+  // One call on the first `count` floats of the gradient buffer, cut into the tensors of --tensors.
   void Aggregate(size_t count, GradientHeader* header) {
-    aggregator.AggregateGradients({{gradient.get(), count, DataType::kFloat32}}, stream, header);
+    std::vector<DeviceGradient> tensors;
+    size_t offset = 0;
+    for (size_t length : TensorLengths(cli.tensors, count)) {
+      tensors.push_back({gradient.as<float>() + offset, length, DataType::kFloat32});
+      offset += length;
+    }
+    aggregator.AggregateGradients(tensors, stream, header);
   }
 
   void Check(SizeResult& result);

@@ -110,7 +110,8 @@ void CheckAgainstSimulation(Aggregator& aggregator, const NodeTopology& topology
     const std::vector<std::vector<float>> inputs = AllGatherInputs(world, gradient);
     GradientHeader header = CheckHeader(rank);
     aggregateInPlace(gradient, &header);
-    JudgeStep(world, gradient, simulation.Run(inputs), header, wrong, bad);
+    JudgeStep(world, gradient, simulation.Run(inputs, {}, TensorLengths(cli.tensors, result.count)), header, wrong,
+              bad);
     if (step == 0) result.relativeError = RelativeError(gradient, inputs);
   }
   SetVerdict(world, wrong, bad, result);

@@ -21,6 +21,7 @@
 namespace {
 
 using gradagg::CudaQuantizer;
+using gradagg::DeviceBucketLayout;
 using gradagg::DeviceBuffer;
 using gradagg::ElementType;
 
@@ -110,13 +111,14 @@ void Encode(benchmark::State& state) {
   const size_t count = static_cast<size_t>(bytes) / 4;
   const ElementType type = state.range(2) == 0 ? ElementType::kFloat32 : ElementType::kBFloat16;
   const CudaQuantizer quantizer(Config(state.range(1)));
+  const DeviceBucketLayout layout = quantizer.Uniform(count);
   const DeviceBuffer values = DeviceBuffer::From(RandomNormal(count));  // bfloat16 rows read half of it
   DeviceBuffer residual = DeviceBuffer::From(std::vector<float>(count, 0.0f));
   DeviceBuffer wire(quantizer.WireBytes(count));
   const double moved = static_cast<double>(count) * (static_cast<double>(gradagg::ElementBytes(type)) + 8.0) +
                        static_cast<double>(quantizer.WireBytes(count));
   TimeLaunches(state, bytes, moved,
-               [&] { quantizer.Encode(values.get(), type, residual.as<float>(), count, wire.get(), nullptr); });
+               [&] { quantizer.Encode(values.get(), type, residual.as<float>(), layout, wire.get(), nullptr); });
   RecordRatio(state, bytes);
 }
 
@@ -125,12 +127,13 @@ void DecodeAccumulate(benchmark::State& state) {
   const int64_t bytes = state.range(0);
   const size_t count = static_cast<size_t>(bytes) / 4;
   const CudaQuantizer quantizer(Config(state.range(1)));
+  const DeviceBucketLayout layout = quantizer.Uniform(count);
   const DeviceBuffer values = DeviceBuffer::From(RandomNormal(count));
   DeviceBuffer wire(quantizer.WireBytes(count));
-  quantizer.Encode(values.get(), ElementType::kFloat32, nullptr, count, wire.get(), nullptr);
+  quantizer.Encode(values.get(), ElementType::kFloat32, nullptr, layout, wire.get(), nullptr);
   DeviceBuffer sum = DeviceBuffer::From(std::vector<float>(count, 0.0f));
   const double moved = 8.0 * static_cast<double>(count) + static_cast<double>(quantizer.WireBytes(count));
-  TimeLaunches(state, bytes, moved, [&] { quantizer.DecodeAccumulate(wire.get(), count, sum.as<float>(), nullptr); });
+  TimeLaunches(state, bytes, moved, [&] { quantizer.DecodeAccumulate(wire.get(), layout, sum.as<float>(), nullptr); });
   RecordRatio(state, bytes);
 }
 

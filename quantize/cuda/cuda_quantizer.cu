@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "quantize/cuda/cuda_error.h"
 #include "quantize/cuda/cuda_quantizer.h"
@@ -27,7 +29,7 @@ constexpr int kRawBlocksMax = 65536;
 bool Aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // 4-element vector access works when every group starts aligned: aligned base pointers and buckets of a multiple
-// of 4 elements.
+// of 4 elements (the kernels also check that each bucket starts on a multiple of 4, which segments may not).
 bool VectorAccess(size_t bucketSize, const void* elements, size_t elementBytes, const void* residual) {
   return bucketSize % 4 == 0 && Aligned(elements, 4 * elementBytes) && (residual == nullptr || Aligned(residual, 16));
 }
@@ -42,27 +44,25 @@ unsigned RawBlocks(size_t count) {
 
 template <typename T, int kBits, EncodeMode kMode>
 void LaunchEncode(const EncodeArgs<T>& args, cudaStream_t stream) {
-  cuda_detail::EncodeBucketsKernel<T, kBits, kMode><<<BlocksFor(args.buckets), kThreads, 0, stream>>>(args);
+  cuda_detail::EncodeBucketsKernel<T, kBits, kMode><<<BlocksFor(args.table.buckets), kThreads, 0, stream>>>(args);
   GRADAGG_CUDA_CHECK_LAUNCH("EncodeBucketsKernel<bits=" + std::to_string(kBits) + ">");
 }
 
 template <typename T>
-void EncodeTyped(const QuantizerConfig& config, const T* values, float* residual, size_t count, void* wire,
-                 cudaStream_t stream) {
+void EncodeTyped(const QuantizerConfig& config, float clip, const T* values, float* residual,
+                 const cuda_detail::BucketTable& table, void* wire, cudaStream_t stream) {
   if (config.bits == kRawBits) {
     cuda_detail::EncodeRawKernel<T>
-        <<<RawBlocks(count), kThreads, 0, stream>>>(values, residual, count, static_cast<float*>(wire));
+        <<<RawBlocks(table.count), kThreads, 0, stream>>>(values, residual, table.count, static_cast<float*>(wire));
     GRADAGG_CUDA_CHECK_LAUNCH("EncodeRawKernel");
     return;
   }
-  EncodeArgs<T> args{values,
-                     residual,
-                     count,
-                     config.bucketSize,
-                     (count + config.bucketSize - 1) / config.bucketSize,
-                     BucketWireBytes(config.bucketSize, config.bits),
-                     static_cast<unsigned char*>(wire),
-                     VectorAccess(config.bucketSize, values, sizeof(T), residual)};
+  const EncodeArgs<T> args{values,
+                           residual,
+                           table,
+                           static_cast<unsigned char*>(wire),
+                           VectorAccess(config.bucketSize, values, sizeof(T), residual),
+                           clip};
   switch (config.bits) {
     case 1:
       if (config.threshold == OneBitThreshold::kMean) {
@@ -84,21 +84,17 @@ void EncodeTyped(const QuantizerConfig& config, const T* values, float* residual
 }
 
 template <typename TOut, bool kAccumulate>
-void DecodeTyped(const QuantizerConfig& config, const void* wire, size_t count, TOut* out, cudaStream_t stream) {
+void DecodeTyped(const QuantizerConfig& config, const void* wire, const cuda_detail::BucketTable& table, TOut* out,
+                 unsigned long long* nonFinite, cudaStream_t stream) {
   if (config.bits == kRawBits) {
     cuda_detail::DecodeRawKernel<TOut, kAccumulate>
-        <<<RawBlocks(count), kThreads, 0, stream>>>(static_cast<const float*>(wire), count, out);
+        <<<RawBlocks(table.count), kThreads, 0, stream>>>(static_cast<const float*>(wire), table.count, out);
     GRADAGG_CUDA_CHECK_LAUNCH("DecodeRawKernel");
     return;
   }
-  const DecodeArgs<TOut> args{static_cast<const unsigned char*>(wire),
-                              count,
-                              config.bucketSize,
-                              (count + config.bucketSize - 1) / config.bucketSize,
-                              BucketWireBytes(config.bucketSize, config.bits),
-                              out,
-                              VectorAccess(config.bucketSize, out, sizeof(TOut), nullptr)};
-  const unsigned blocks = BlocksFor(args.buckets);
+  const DecodeArgs<TOut> args{static_cast<const unsigned char*>(wire), table, out,
+                              VectorAccess(config.bucketSize, out, sizeof(TOut), nullptr), nonFinite};
+  const unsigned blocks = BlocksFor(table.buckets);
   switch (config.bits) {
     case 1:
       cuda_detail::DecodeBucketsKernel<TOut, 1, kAccumulate><<<blocks, kThreads, 0, stream>>>(args);
@@ -118,32 +114,70 @@ void DecodeTyped(const QuantizerConfig& config, const void* wire, size_t count, 
 
 }  // namespace
 
-CudaQuantizer::CudaQuantizer(const QuantizerConfig& config) : config_(config) { ValidateQuantizerConfig(config_); }
+CudaQuantizer::CudaQuantizer(const QuantizerConfig& config) : config_(config), clip_(0.0f) {
+  ValidateQuantizerConfig(config_);
+  clip_ = ClipOf(config_);
+}
+
+size_t CudaQuantizer::WireBytes(const BucketLayout& layout) const { return gradagg::WireBytes(layout, config_.bits); }
 
 size_t CudaQuantizer::WireBytes(size_t count) const {
   return gradagg::WireBytes(count, config_.bucketSize, config_.bits);
 }
 
-void CudaQuantizer::Encode(const void* values, ElementType type, float* residual, size_t count, void* wire,
-                           cudaStream_t stream) const {
-  if (count == 0) return;
+DeviceBucketLayout CudaQuantizer::Uniform(size_t count) const {
+  DeviceBucketLayout layout;
+  layout.table_ = {nullptr,
+                   0,
+                   count,
+                   (count + config_.bucketSize - 1) / config_.bucketSize,
+                   config_.bucketSize,
+                   BucketWireBytes(config_.bucketSize, config_.bits)};
+  return layout;
+}
+
+DeviceBucketLayout CudaQuantizer::Upload(const BucketLayout& layout) const {
+  if (layout.bucketSize() != config_.bucketSize && layout.elements() != 0) {
+    throw std::invalid_argument("CudaQuantizer::Upload: a layout of buckets of " + std::to_string(layout.bucketSize()) +
+                                " for a quantizer of " + std::to_string(config_.bucketSize));
+  }
+  DeviceBucketLayout device = Uniform(layout.elements());
+  if (layout.segments().size() <= 1) return device;
+  std::vector<cuda_detail::TableSegment> segments;
+  size_t wire = 0;
+  for (const BucketSegment& segment : layout.segments()) {
+    segments.push_back({segment.begin, segment.count, segment.firstBucket, wire});
+    wire += gradagg::WireBytes(segment.count, config_.bucketSize, config_.bits);
+  }
+  device.segments_ = DeviceBuffer::From(segments);
+  device.table_.segments = device.segments_.as<cuda_detail::TableSegment>();
+  device.table_.segmentCount = static_cast<int>(segments.size());
+  device.table_.buckets = layout.buckets();
+  return device;
+}
+
+void CudaQuantizer::Encode(const void* values, ElementType type, float* residual, const DeviceBucketLayout& layout,
+                           void* wire, cudaStream_t stream) const {
+  if (layout.elements() == 0) return;
   cuda_detail::WithElementType(type, [&](auto element) {
     using T = decltype(element);
-    EncodeTyped(config_, static_cast<const T*>(values), residual, count, wire, stream);
+    EncodeTyped(config_, clip_, static_cast<const T*>(values), residual, layout.table(), wire, stream);
   });
 }
 
-void CudaQuantizer::Decode(const void* wire, size_t count, void* out, ElementType type, cudaStream_t stream) const {
-  if (count == 0) return;
+void CudaQuantizer::Decode(const void* wire, const DeviceBucketLayout& layout, void* out, ElementType type,
+                           cudaStream_t stream, unsigned long long* nonFinite) const {
+  if (layout.elements() == 0) return;
   cuda_detail::WithElementType(type, [&](auto element) {
     using T = decltype(element);
-    DecodeTyped<T, false>(config_, wire, count, static_cast<T*>(out), stream);
+    DecodeTyped<T, false>(config_, wire, layout.table(), static_cast<T*>(out), nonFinite, stream);
   });
 }
 
-void CudaQuantizer::DecodeAccumulate(const void* wire, size_t count, float* accumulator, cudaStream_t stream) const {
-  if (count == 0) return;
-  DecodeTyped<float, true>(config_, wire, count, accumulator, stream);
+void CudaQuantizer::DecodeAccumulate(const void* wire, const DeviceBucketLayout& layout, float* accumulator,
+                                     cudaStream_t stream, unsigned long long* nonFinite) const {
+  if (layout.elements() == 0) return;
+  DecodeTyped<float, true>(config_, wire, layout.table(), accumulator, nonFinite, stream);
 }
 
 }  // namespace gradagg

@@ -1,55 +1,61 @@
 // Decode (or decode-and-accumulate), one warp per bucket: every lane reads the bucket's two header floats, then
 // for each of its 4-element groups the 32-bit word that holds their codes, and writes 4 values. Values are computed
-// exactly as the encoder's residual assumed: lower + (code + 0.5) * step, or the 1-bit pair.
+// exactly as the encoder's residual assumed: lower + (code + 0.5) * step (0 for a degenerate range), or the 1-bit
+// pair; every element of a non-finite bucket decodes to first + second, and lane 0 counts the bucket.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #include "quantize/cuda/bucket_lanes.cuh"
+#include "quantize/cuda/bucket_table.h"
 
 namespace gradagg::cuda_detail {
 
 template <typename TOut>
 struct DecodeArgs {
   const unsigned char* wire;
-  size_t count;
-  size_t bucketSize;
-  size_t buckets;
-  size_t bucketWireBytes;  // of a full bucket
-  TOut* out;               // decode: written; accumulate (float only): out[i] += value
+  BucketTable table;
+  TOut* out;  // decode: written; accumulate (float only): out[i] += value
   bool vector;
+  unsigned long long* nonFinite;  // nullptr, or a counter of non-finite buckets
 };
 
 template <typename TOut, int kBits, bool kAccumulate>
 __global__ void DecodeBucketsKernel(DecodeArgs<TOut> args) {
   const size_t bucket = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x % kWarpSize);
-  if (bucket >= args.buckets) return;
-  const size_t start = bucket * args.bucketSize;
-  const int length = static_cast<int>(min(args.bucketSize, args.count - start));
-  const unsigned char* in = args.wire + bucket * args.bucketWireBytes;
+  if (bucket >= args.table.buckets) return;
+  const BucketPlace place = Locate(args.table, bucket);
+  const int length = place.length;
+  const bool vector = args.vector && place.start % kGroup == 0;
+  const unsigned char* in = args.wire + place.wire;
   const float first = reinterpret_cast<const float*>(in)[0];
   const float second = reinterpret_cast<const float*>(in)[1];
   const uint32_t* __restrict__ words = reinterpret_cast<const uint32_t*>(in + 2 * sizeof(float));
-  TOut* __restrict__ out = args.out + start;
+  TOut* __restrict__ out = args.out + place.start;
 
   constexpr uint32_t kMask = (1u << kBits) - 1;
   const float range = __fsub_rn(second, first);
   const bool degenerate = range < 1e-36f;
-  const float step = __fdiv_rn(range, static_cast<float>(kMask));
+  const float step = __fdiv_rn(range, static_cast<float>(1u << kBits));
+  const bool finite = isfinite(first) && isfinite(second);
+  const float nonFiniteValue = __fadd_rn(first, second);
+  if (!finite && lane == 0 && args.nonFinite != nullptr) atomicAdd(args.nonFinite, 1ull);
 #pragma unroll 4
   for (int base = kGroup * lane; base < length; base += kGroupStride) {
-    const Group group = GroupAt(base, length, args.vector);
+    const Group group = GroupAt(base, length, vector);
     const uint32_t word = words[base * kBits / 32] >> ((base * kBits) % 32);
     float decoded[kGroup];
 #pragma unroll
     for (int c = 0; c < kGroup; ++c) {
       const uint32_t code = (word >> (c * kBits)) & kMask;
-      if constexpr (kBits == 1) {
+      if (!finite) {
+        decoded[c] = nonFiniteValue;
+      } else if constexpr (kBits == 1) {
         decoded[c] = code != 0 ? second : first;
       } else {
-        decoded[c] = degenerate ? first : __fadd_rn(first, __fmul_rn(__fadd_rn(static_cast<float>(code), 0.5f), step));
+        decoded[c] = degenerate ? 0.0f : __fadd_rn(first, __fmul_rn(__fadd_rn(static_cast<float>(code), 0.5f), step));
       }
     }
     if constexpr (kAccumulate) {

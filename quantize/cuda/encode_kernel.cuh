@@ -1,11 +1,13 @@
 // Encode with error feedback, one warp per bucket, in one pass over values and residual.
 //
+//   0. find the bucket's place in the run (bucket_table.h);
 //   1. load v = values + residual for the bucket into registers (512 elements: 4 groups of 4 per lane; larger
 //      buckets are swept in 512-element chunks, reloaded per pass);
 //   2. statistics in the canonical order: per-lane sums, then the warp butterfly (bucket_lanes.cuh);
 //   3. codes and residuals from the header floats, exactly as a receiver decodes them; each lane packs its group's
 //      4 codes and the lanes sharing a 32-bit word OR them together with shuffles;
 //   4. lane 0 writes the two header floats.
+// A bucket whose statistics are not finite (a NaN or Inf in v) writes codes 0 and leaves its residual alone.
 // Every operation is one IEEE float32 rounding (__fadd_rn and friends), as on the CPU.
 #pragma once
 
@@ -13,6 +15,7 @@
 #include <cstdint>
 
 #include "quantize/cuda/bucket_lanes.cuh"
+#include "quantize/cuda/bucket_table.h"
 
 namespace gradagg::cuda_detail {
 
@@ -26,21 +29,21 @@ template <typename T>
 struct EncodeArgs {
   const T* values;
   float* residual;  // nullptr: no error feedback
-  size_t count;
-  size_t bucketSize;
-  size_t buckets;
-  size_t bucketWireBytes;  // of a full bucket
+  BucketTable table;
   unsigned char* wire;
-  bool vector;  // 4-element loads and stores are aligned everywhere
+  bool vector;  // 4-element loads and stores are aligned wherever a bucket starts on a multiple of 4
+  float clip;   // 2-8 bits: the range is +-clip * s
 };
 
 template <typename T, int kBits, EncodeMode kMode>
 __global__ void EncodeBucketsKernel(EncodeArgs<T> args) {
   const size_t bucket = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x % kWarpSize);
-  if (bucket >= args.buckets) return;  // the whole warp leaves together
-  const size_t start = bucket * args.bucketSize;
-  const int length = static_cast<int>(min(args.bucketSize, args.count - start));
+  if (bucket >= args.table.buckets) return;  // the whole warp leaves together
+  const BucketPlace place = Locate(args.table, bucket);
+  const size_t start = place.start;
+  const int length = place.length;
+  const bool vector = args.vector && start % kGroup == 0;
   const T* __restrict__ values = args.values + start;
   float* __restrict__ residual = args.residual != nullptr ? args.residual + start : nullptr;
   const int chunks = (length + kEncodeChunk - 1) / kEncodeChunk;
@@ -51,7 +54,7 @@ __global__ void EncodeBucketsKernel(EncodeArgs<T> args) {
 #pragma unroll
     for (int j = 0; j < kEncodeGroups; ++j) {
       const int base = chunk * kEncodeChunk + j * kGroupStride + kGroup * lane;
-      const Group group = GroupAt(base, length, args.vector);
+      const Group group = GroupAt(base, length, vector);
       LoadGroup(values + base, group, v[j]);
       if (residual != nullptr) {
         float r[kGroup];
@@ -111,26 +114,27 @@ __global__ void EncodeBucketsKernel(EncodeArgs<T> args) {
     float squares = 0.0f;
     forEachOwned([&](float x) { squares = __fadd_rn(squares, __fmul_rn(x, x)); });
     const float stddev = __fsqrt_rn(__fdiv_rn(WarpCanonicalSum(squares), count));
-    first = __fmul_rn(-4.0f, stddev);
-    second = __fmul_rn(4.0f, stddev);
+    first = __fmul_rn(-args.clip, stddev);
+    second = __fmul_rn(args.clip, stddev);
   }
+  const bool finite = isfinite(first) && isfinite(second);  // the same in every lane
 
   // 3. Codes and residuals.
   constexpr uint32_t kMaxCode = (1u << kBits) - 1;
   constexpr int kLanesPerWord = 8 / kBits;  // lanes whose 4 codes share one 32-bit word
-  const float levels = static_cast<float>(kMaxCode);
+  const float cells = static_cast<float>(1u << kBits);
   const float range = __fsub_rn(second, first);
   const bool degenerate = range < kMinRange;
-  const float step = __fdiv_rn(range, levels);
-  const float codeScale = __fdiv_rn(levels, range);
-  auto* words = reinterpret_cast<uint32_t*>(args.wire + bucket * args.bucketWireBytes + 2 * sizeof(float));
+  const float step = __fdiv_rn(range, cells);
+  const float codeScale = __fdiv_rn(cells, range);
+  auto* words = reinterpret_cast<uint32_t*>(args.wire + place.wire + 2 * sizeof(float));
   const int wordCount = (length * kBits + 31) / 32;
   for (int chunk = 0; chunk < chunks; ++chunk) {
     if (chunks > 1) load(chunk);
 #pragma unroll
     for (int j = 0; j < kEncodeGroups; ++j) {
       const int base = chunk * kEncodeChunk + j * kGroupStride + kGroup * lane;
-      const Group group = GroupAt(base, length, args.vector);
+      const Group group = GroupAt(base, length, vector);
       uint32_t packed = 0;
       float left[kGroup];
 #pragma unroll
@@ -142,17 +146,17 @@ __global__ void EncodeBucketsKernel(EncodeArgs<T> args) {
           code = x >= threshold ? 1u : 0u;
           decoded = code != 0 ? second : first;
         } else {
-          const float clipped = x < first ? first : (x > second ? second : x);  // NaN stays NaN
+          const float clipped = x < first ? first : (x > second ? second : x);
           const float scaled = __fmul_rn(__fsub_rn(clipped, first), codeScale);
           const uint32_t floored =
-              static_cast<uint32_t>(__float2int_rz(scaled >= 0.0f && scaled < levels ? scaled : 0.0f));
-          code = degenerate ? 0u : (scaled >= levels ? kMaxCode : floored);
-          decoded = degenerate ? first : __fadd_rn(first, __fmul_rn(__fadd_rn(static_cast<float>(code), 0.5f), step));
+              static_cast<uint32_t>(__float2int_rz(scaled >= 0.0f && scaled < cells ? scaled : 0.0f));
+          code = degenerate ? 0u : (scaled >= cells ? kMaxCode : floored);
+          decoded = degenerate ? 0.0f : __fadd_rn(first, __fmul_rn(__fadd_rn(static_cast<float>(code), 0.5f), step));
         }
-        if (c < group.valid) packed |= code << (c * kBits);
+        if (c < group.valid && finite) packed |= code << (c * kBits);
         left[c] = __fsub_rn(x, decoded);
       }
-      if (residual != nullptr) StoreGroup(residual + base, group, left);
+      if (residual != nullptr && finite) StoreGroup(residual + base, group, left);
       // The lanes of one word sit next to each other: OR their 4*kBits-bit pieces together.
       packed <<= (lane % kLanesPerWord) * kGroup * kBits;
 #pragma unroll
@@ -164,7 +168,7 @@ __global__ void EncodeBucketsKernel(EncodeArgs<T> args) {
 
   // 4. The header.
   if (lane == 0) {
-    auto* header = reinterpret_cast<float*>(args.wire + bucket * args.bucketWireBytes);
+    auto* header = reinterpret_cast<float*>(args.wire + place.wire);
     header[0] = first;
     header[1] = second;
   }

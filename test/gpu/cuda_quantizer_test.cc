@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "quantize/bucket_layout.h"
 #include "quantize/cuda/device_memory.h"
 #include "quantize/quantizer.h"
 #include "test/common/quantizer_inputs.h"
@@ -110,16 +111,23 @@ class CudaQuantizerTest : public ::testing::Test {
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
-  // One round on GPU and CPU: encode (with residual, carried in `cpuResidual` / `gpuResidual`), decode, accumulate.
-  // `offset` shifts the device arrays by that many elements, to exercise unaligned access.
+  // One round on GPU and CPU: encode (with residual, carried in `cpuResidual` / `gpuResidual`), decode, accumulate,
+  // and the count of non-finite buckets. `offset` shifts the device arrays by that many elements, to exercise
+  // unaligned access; `segments` (lengths summing to the source's) cut the run as tensors do, empty for one segment.
   template <typename T>
   void ExpectRoundMatches(const Mode& mode, size_t bucket, const std::vector<float>& source, size_t offset,
-                          std::vector<float>& cpuResidual, DeviceBuffer& gpuResidual, bool nanAware = false) {
+                          std::vector<float>& cpuResidual, DeviceBuffer& gpuResidual, bool nanAware = false,
+                          const std::vector<size_t>& segments = {}) {
     const size_t count = source.size();
-    const std::string what = Name(mode, bucket, count, TypeOf<T>()) + " offset " + std::to_string(offset);
+    const std::string what = Name(mode, bucket, count, TypeOf<T>()) + " offset " + std::to_string(offset) +
+                             " segments " + std::to_string(segments.size());
     const QuantizerConfig config = ConfigOf(mode, bucket);
     const Quantizer cpu(config);
     const CudaQuantizer gpu(config);
+    const BucketLayout layout = segments.empty() ? cpu.Uniform(count) : BucketLayout(segments, bucket);
+    ASSERT_EQ(layout.elements(), count);
+    const DeviceBucketLayout deviceLayout = gpu.Upload(layout);
+    DeviceBuffer nonFinite = DeviceBuffer::From(std::vector<unsigned long long>(2, 0));
 
     // Inputs in T; the CPU sees exactly their float values.
     std::vector<T> typed(count + offset, FromFloat<T>(0.0f));
@@ -129,13 +137,14 @@ class CudaQuantizerTest : public ::testing::Test {
       widened[i] = ToFloat(typed[offset + i]);
     }
     const DeviceBuffer values = DeviceBuffer::From(typed);
-    const size_t wireBytes = gpu.WireBytes(count);
+    const size_t wireBytes = gpu.WireBytes(layout);
+    ASSERT_EQ(wireBytes, cpu.WireBytes(layout));
     DeviceBuffer wire(wireBytes + kGuardBytes);
     GRADAGG_CUDA_CHECK(cudaMemset(wire.get(), kGuard, wire.bytes()));
 
     std::vector<uint32_t> cpuWireWords(wireBytes / 4 + 1);
-    cpu.Encode(widened.data(), cpuResidual.data(), count, cpuWireWords.data());
-    gpu.Encode(values.as<T>() + offset, TypeOf<T>(), gpuResidual.as<float>(), count, wire.get(), stream_);
+    cpu.Encode(widened.data(), cpuResidual.data(), layout, cpuWireWords.data());
+    gpu.Encode(values.as<T>() + offset, TypeOf<T>(), gpuResidual.as<float>(), deviceLayout, wire.get(), stream_);
     GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
 
     const std::vector<unsigned char> gpuWire = wire.ToHost<unsigned char>(wire.bytes());
@@ -147,20 +156,20 @@ class CudaQuantizerTest : public ::testing::Test {
     } else {
       // Floats (header floats; every word at 32 bits) may be NaN with another payload; code words must be equal.
       size_t at = 0;
-      for (size_t begin = 0; begin < count; begin += bucket) {
-        const size_t length = std::min(bucket, count - begin);
+      layout.ForEachBucket([&](size_t, size_t length) {
         const size_t floats = mode.bits == 32 ? length : 2;
         for (size_t f = 0; f < floats; ++f, at += 4) {
           float a;
           float b;
           std::memcpy(&a, gpuWire.data() + at, 4);
           std::memcpy(&b, cpuWire + at, 4);
-          ASSERT_TRUE(SameOrBothNan(a, b)) << what << ": float at byte " << at;
+          EXPECT_TRUE(SameOrBothNan(a, b)) << what << ": float at byte " << at;
         }
         const size_t codeBytes = mode.bits == 32 ? 0 : 4 * ((length * static_cast<size_t>(mode.bits) + 31) / 32);
-        ASSERT_EQ(std::memcmp(gpuWire.data() + at, cpuWire + at, codeBytes), 0) << what << ": codes at byte " << at;
+        EXPECT_EQ(std::memcmp(gpuWire.data() + at, cpuWire + at, codeBytes), 0) << what << ": codes at byte " << at;
         at += codeBytes;
-      }
+      });
+      ASSERT_FALSE(HasFailure());
       ASSERT_EQ(at, wireBytes);
     }
     const std::vector<float> residual = gpuResidual.ToHost<float>(count);
@@ -170,15 +179,19 @@ class CudaQuantizerTest : public ::testing::Test {
 
     // Decode into T.
     std::vector<float> cpuDecoded(count);
-    cpu.Decode(cpuWireWords.data(), count, cpuDecoded.data());
+    const size_t cpuNonFinite = cpu.Decode(cpuWireWords.data(), layout, cpuDecoded.data());
     DeviceBuffer decoded((count + offset) * sizeof(T) + kGuardBytes);
     GRADAGG_CUDA_CHECK(cudaMemset(decoded.get(), kGuard, decoded.bytes()));
-    gpu.Decode(wire.get(), count, decoded.as<T>() + offset, TypeOf<T>(), stream_);
+    auto* counters = nonFinite.as<unsigned long long>();
+    gpu.Decode(wire.get(), deviceLayout, decoded.as<T>() + offset, TypeOf<T>(), stream_, counters);
     // Accumulate into float32.
     const std::vector<float> start = RandomNormal(count + offset, 5);
     DeviceBuffer sums = DeviceBuffer::From(start);
-    gpu.DecodeAccumulate(wire.get(), count, sums.as<float>() + offset, stream_);
+    gpu.DecodeAccumulate(wire.get(), deviceLayout, sums.as<float>() + offset, stream_, counters + 1);
     GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    const std::vector<unsigned long long> gpuNonFinite = nonFinite.ToHost<unsigned long long>(2);
+    ASSERT_EQ(gpuNonFinite[0], cpuNonFinite) << what << ": non-finite buckets (decode)";
+    ASSERT_EQ(gpuNonFinite[1], cpuNonFinite) << what << ": non-finite buckets (accumulate)";
 
     const std::vector<unsigned char> decodedBytes = decoded.ToHost<unsigned char>(decoded.bytes());
     for (size_t b = (count + offset) * sizeof(T); b < decodedBytes.size(); ++b) {
@@ -272,6 +285,48 @@ TEST_F(CudaQuantizerTest, NanAndInfPoisonTheirBucketAsOnTheCpuAndWriteNothingOut
   }
 }
 
+TEST_F(CudaQuantizerTest, NonFiniteBucketsKeepTheirResidualAndAreCountedAsOnTheCpu) {
+  for (const Mode& mode : kModes) {
+    for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                      -std::numeric_limits<float>::infinity()}) {
+      std::vector<float> values = RandomNormal(2100, 9);
+      values[600] = bad;  // bucket 1 of 5
+      const std::vector<float> residualBefore = RandomNormal(2100, 10, 0.1f);
+      std::vector<float> cpuResidual = residualBefore;
+      DeviceBuffer gpuResidual = DeviceBuffer::From(cpuResidual);
+      ExpectRoundMatches<float>(mode, 512, values, 0, cpuResidual, gpuResidual, /*nanAware=*/true);
+      if (HasFatalFailure()) return;
+      if (mode.bits == 32) continue;
+      const std::vector<float> after = gpuResidual.ToHost<float>(2100);
+      for (size_t i = 512; i < 1024; ++i) ASSERT_EQ(Bits32(after[i]), Bits32(residualBefore[i])) << i;
+      // A clean second call: the residual never absorbed the NaN or Inf.
+      ExpectRoundMatches<float>(mode, 512, RandomNormal(2100, 12), 0, cpuResidual, gpuResidual);
+      for (float r : gpuResidual.ToHost<float>(2100)) ASSERT_TRUE(std::isfinite(r)) << "bits " << mode.bits;
+    }
+  }
+}
+
+TEST_F(CudaQuantizerTest, SegmentedRunsMatchTheCpuForEveryModeAndType) {
+  // Tensors of awkward lengths: buckets restart at each one, some segments start off a multiple of 4.
+  const std::vector<std::vector<size_t>> layouts = {{2, 5010, 6}, {4, 7652}, {1, 1, 1, 600, 3, 1024, 77}, {2049}};
+  for (const Mode& mode : kModes) {
+    for (const std::vector<size_t>& segments : layouts) {
+      size_t count = 0;
+      for (size_t length : segments) count += length;
+      for (size_t bucket : {size_t{512}, size_t{100}}) {
+        std::vector<float> cpuResidual = RandomNormal(count, 21, 0.1f);
+        DeviceBuffer gpuResidual = DeviceBuffer::From(cpuResidual);
+        ExpectRoundMatches<float>(mode, bucket, RandomNormal(count, 22), 0, cpuResidual, gpuResidual, false, segments);
+        std::vector<float> cpuResidual16 = RandomNormal(count, 23, 0.1f);
+        DeviceBuffer gpuResidual16 = DeviceBuffer::From(cpuResidual16);
+        ExpectRoundMatches<__nv_bfloat16>(mode, bucket, RandomNormal(count, 24), 0, cpuResidual16, gpuResidual16, false,
+                                          segments);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
 TEST_F(CudaQuantizerTest, AllZeroBucketsDecodeToZero) {
   for (const Mode& mode : kModes) {
     const QuantizerConfig config = ConfigOf(mode, 512);
@@ -280,8 +335,8 @@ TEST_F(CudaQuantizerTest, AllZeroBucketsDecodeToZero) {
     DeviceBuffer residual = DeviceBuffer::From(std::vector<float>(1500, 0.0f));
     DeviceBuffer wire(gpu.WireBytes(1500));
     DeviceBuffer decoded = DeviceBuffer::From(std::vector<float>(1500, 7.0f));
-    gpu.Encode(zeros.get(), ElementType::kFloat32, residual.as<float>(), 1500, wire.get(), stream_);
-    gpu.Decode(wire.get(), 1500, decoded.get(), ElementType::kFloat32, stream_);
+    gpu.Encode(zeros.get(), ElementType::kFloat32, residual.as<float>(), gpu.Uniform(1500), wire.get(), stream_);
+    gpu.Decode(wire.get(), gpu.Uniform(1500), decoded.get(), ElementType::kFloat32, stream_);
     GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
     for (float x : decoded.ToHost<float>(1500)) ASSERT_EQ(x, 0.0f) << "bits " << mode.bits;
     for (float r : residual.ToHost<float>(1500)) ASSERT_EQ(r, 0.0f) << "bits " << mode.bits;
@@ -297,7 +352,7 @@ TEST_F(CudaQuantizerTest, WithoutResidualEncodesTheValues) {
     const CudaQuantizer gpu(config);
     const DeviceBuffer input = DeviceBuffer::From(values);
     DeviceBuffer wire(gpu.WireBytes(2049));
-    gpu.Encode(input.get(), ElementType::kFloat32, nullptr, values.size(), wire.get(), stream_);
+    gpu.Encode(input.get(), ElementType::kFloat32, nullptr, gpu.Uniform(values.size()), wire.get(), stream_);
     GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
     EXPECT_EQ(wire.ToHost<uint32_t>(cpuWire.size()), cpuWire) << "bits " << mode.bits;
   }

@@ -3,13 +3,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <tuple>
+#include <utility>
 #include <vector>
 
+#include "quantize/bucket_layout.h"
 #include "quantize/canonical_sum.h"
 #include "quantize/wire_format.h"
 #include "reference_quantizer.h"
@@ -44,7 +47,7 @@ TEST_P(QuantizerModes, MatchesReferenceBitwiseWithResidual) {
 
   std::vector<float> v(count);
   for (size_t i = 0; i < count; ++i) v[i] = values[i] + residual[i];
-  const test::ReferenceResult expected = ReferenceEncode(v, bits, bucket, mean);
+  const test::ReferenceResult expected = ReferenceEncode(v, bits, bucket, mean, DefaultClip(bits));
 
   const std::vector<unsigned char> wire = EncodeBytes(quantizer, values, &residual);
   ASSERT_EQ(wire.size(), WireBytes(count, bucket, bits));
@@ -67,7 +70,8 @@ TEST_P(QuantizerModes, WithoutResidualEncodesTheValues) {
   const auto [bits, mean, bucket, count] = GetParam();
   const Quantizer quantizer(QuantizerConfigFor(bits, bucket, mean));
   const std::vector<float> values = RandomNormal(count, 99);
-  EXPECT_EQ(EncodeBytes(quantizer, values, nullptr), ReferenceEncode(values, bits, bucket, mean).wire);
+  EXPECT_EQ(EncodeBytes(quantizer, values, nullptr),
+            ReferenceEncode(values, bits, bucket, mean, DefaultClip(bits)).wire);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllModes, QuantizerModes,
@@ -120,47 +124,191 @@ TEST(Quantizer, OneBitMeanThresholdDecodesToMeanPlusMinusDeviation) {
   EXPECT_EQ(decoded, (std::vector<float>{2.0f, 2.0f, 6.0f, 6.0f}));
 }
 
-TEST(Quantizer, MultiBitClipsToFourStandardDeviations) {
+TEST(Quantizer, MultiBitTopCodeDecodesInsideTheRange) {
   const Quantizer quantizer(QuantizerConfigFor(8, 64, false));
   std::vector<float> values(64, 0.0f);
-  values[0] = 1000.0f;  // s = 1000 / 8, range [-500, 500]
+  values[0] = 1000.0f;  // s = 1000 / 8, range [-4s, 4s] = [-500, 500], 256 cells of 1000 / 256
   std::vector<float> decoded(64);
-  quantizer.Decode(EncodeBytes(quantizer, values, nullptr).data(), 64, decoded.data());
-  EXPECT_GE(decoded[0], 500.0f);  // the top code, half a step above the range end
-  EXPECT_LT(decoded[0], 503.0f);
-  EXPECT_NEAR(decoded[1], 0.0f, 2.0f);
+  const std::vector<unsigned char> wire = EncodeBytes(quantizer, values, nullptr);
+  float header[2];
+  std::memcpy(header, wire.data(), sizeof header);
+  EXPECT_EQ(header[0], -500.0f);
+  EXPECT_EQ(header[1], 500.0f);
+  quantizer.Decode(wire.data(), 64, decoded.data());
+  EXPECT_FLOAT_EQ(decoded[0], 500.0f - 0.5f * 1000.0f / 256.0f);  // the top cell's midpoint
+  EXPECT_FLOAT_EQ(decoded[1], 0.5f * 1000.0f / 256.0f);           // 0 lies on a cell edge: the cell above it
 }
 
-TEST(Quantizer, TinyRangeDecodesToTheLowerEnd) {
+// Single-pass relative L2 error of Gaussian data at each bit width, and every decode value inside [lower, upper].
+double RelativeError(const std::vector<float>& exact, const std::vector<float>& decoded) {
+  double error = 0.0;
+  double norm = 0.0;
+  for (size_t i = 0; i < exact.size(); ++i) {
+    error += (static_cast<double>(decoded[i]) - exact[i]) * (static_cast<double>(decoded[i]) - exact[i]);
+    norm += static_cast<double>(exact[i]) * exact[i];
+  }
+  return std::sqrt(error / norm);
+}
+
+TEST(Quantizer, GaussianErrorIsNearTheUniformOptimumAtEveryBitWidth) {
+  const std::vector<float> values = RandomNormal(512 * 256, 41, 0.01f);
+  const std::pair<int, double> bounds[] = {{1, 0.62}, {2, 0.37}, {4, 0.12}, {8, 0.01}};
+  double previous = 1.0;
+  for (const auto& [bits, bound] : bounds) {
+    const Quantizer quantizer(QuantizerConfigFor(bits, 512, false));
+    std::vector<float> decoded(values.size());
+    quantizer.Decode(EncodeBytes(quantizer, values, nullptr).data(), values.size(), decoded.data());
+    const double error = RelativeError(values, decoded);
+    EXPECT_LE(error, bound) << "bits " << bits;
+    EXPECT_LT(error, previous) << "bits " << bits << " is no better than fewer bits";
+    previous = error;
+  }
+}
+
+TEST(Quantizer, EveryCodeDecodesInsideTheRange) {
+  for (int bits : {2, 4, 8}) {
+    // Heavy tails, so that every code is used: u^9 for u evenly over [-1, 1] has max / s = sqrt(19) > 4.
+    const size_t count = 65536;
+    const Quantizer quantizer(QuantizerConfigFor(bits, count, false));
+    std::vector<float> values(count);
+    for (size_t i = 0; i < count; ++i) {
+      values[i] = static_cast<float>(std::pow(-1.0 + 2.0 * static_cast<double>(i) / (count - 1), 9));
+    }
+    const std::vector<unsigned char> wire = EncodeBytes(quantizer, values, nullptr);
+    float header[2];
+    std::memcpy(header, wire.data(), sizeof header);
+    std::vector<float> decoded(values.size());
+    quantizer.Decode(wire.data(), values.size(), decoded.data());
+    std::vector<float> levels(decoded);
+    std::sort(levels.begin(), levels.end());
+    levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+    EXPECT_EQ(levels.size(), size_t{1} << bits) << "bits " << bits << ": every code used";
+    EXPECT_GT(levels.front(), header[0]) << "bits " << bits;
+    EXPECT_LT(levels.back(), header[1]) << "bits " << bits;
+    EXPECT_FLOAT_EQ(levels.front(), -levels.back()) << "bits " << bits << ": symmetric levels";
+  }
+}
+
+TEST(Quantizer, TinyRangeDecodesToZero) {
   const Quantizer quantizer(QuantizerConfigFor(4, 8, false));
   const std::vector<float> values(8, 1e-39f);  // s ~ 1e-39: range under 1e-36
   std::vector<float> residual(8, 0.0f);
   const std::vector<unsigned char> wire = EncodeBytes(quantizer, values, &residual);
-  float header[2];
-  std::memcpy(header, wire.data(), sizeof header);
-  std::vector<float> decoded(8);
+  std::vector<float> decoded(8, 1.0f);
   quantizer.Decode(wire.data(), 8, decoded.data());
-  for (float d : decoded) EXPECT_TRUE(SameBits(d, header[0]));
-  for (size_t i = 0; i < 8; ++i) EXPECT_TRUE(SameBits(residual[i], values[i] - header[0]));
+  for (float d : decoded) EXPECT_EQ(d, 0.0f);
+  for (size_t i = 0; i < 8; ++i) EXPECT_TRUE(SameBits(residual[i], values[i]));
 }
 
-TEST(Quantizer, NanPoisonsOnlyItsOwnBucketAndWritesNothingPastTheWire) {
-  for (int bits : {1, 2, 8}) {
-    const Quantizer quantizer(QuantizerConfigFor(bits, 16, false));
-    std::vector<float> values = RandomNormal(48, 3);
-    values[20] = std::numeric_limits<float>::quiet_NaN();  // bucket 1 of 3
-    std::vector<float> residual(48, 0.0f);
-    const std::vector<unsigned char> first = EncodeBytes(quantizer, values, &residual);
-    std::vector<float> residualAgain(48, 0.0f);
-    EXPECT_EQ(first, EncodeBytes(quantizer, values, &residualAgain)) << "deterministic";
-    std::vector<float> decoded(48);
-    quantizer.Decode(first.data(), 48, decoded.data());
-    for (size_t i = 0; i < 48; ++i) {
-      const bool poisoned = i >= 16 && i < 32;
-      if (!poisoned) EXPECT_TRUE(std::isfinite(decoded[i])) << "bits " << bits << " element " << i;
+// A NaN, +Inf or -Inf in one bucket: that bucket decodes non-finite everywhere and is counted, its residual keeps
+// its value, the other buckets are untouched, and the next finite call is clean.
+TEST(Quantizer, NonFiniteBucketKeepsItsResidualAndIsCounted) {
+  const float bads[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                        -std::numeric_limits<float>::infinity()};
+  for (int bits : {1, 2, 4, 8}) {
+    for (bool mean : {false, true}) {
+      if (mean && bits != 1) continue;
+      for (float bad : bads) {
+        const Quantizer quantizer(QuantizerConfigFor(bits, 16, mean));
+        std::vector<float> values = RandomNormal(48, 3);
+        values[20] = bad;  // bucket 1 of 3
+        const std::vector<float> before = RandomNormal(48, 4, 0.1f);
+        std::vector<float> residual = before;
+        const std::vector<unsigned char> wire = EncodeBytes(quantizer, values, &residual);
+        std::vector<float> decoded(48);
+        EXPECT_EQ(quantizer.Decode(wire.data(), 48, decoded.data()), 1u) << "bits " << bits;
+        std::vector<float> sums(48, 1.0f);
+        EXPECT_EQ(quantizer.DecodeAccumulate(wire.data(), 48, sums.data()), 1u) << "bits " << bits;
+        for (size_t i = 0; i < 48; ++i) {
+          const bool poisoned = i >= 16 && i < 32;
+          EXPECT_EQ(std::isfinite(decoded[i]), !poisoned) << "bits " << bits << " element " << i;
+          EXPECT_EQ(std::isfinite(residual[i]), true) << "bits " << bits << " element " << i;
+          if (poisoned) EXPECT_TRUE(SameBits(residual[i], before[i])) << "bits " << bits << " element " << i;
+        }
+        // The next call, finite, is clean everywhere.
+        const std::vector<unsigned char> next = EncodeBytes(quantizer, RandomNormal(48, 5), &residual);
+        EXPECT_EQ(quantizer.Decode(next.data(), 48, decoded.data()), 0u);
+        for (size_t i = 0; i < 48; ++i) EXPECT_TRUE(std::isfinite(decoded[i]) && std::isfinite(residual[i])) << i;
+      }
     }
-    EXPECT_TRUE(std::isnan(decoded[20]) || bits == 1) << "bits " << bits;
   }
+}
+
+TEST(Quantizer, OverflowingStatisticsCountAsNonFinite) {
+  const Quantizer quantizer(QuantizerConfigFor(4, 16, false));
+  std::vector<float> values(16, 1e30f);  // squares overflow float32
+  std::vector<float> residual(16, 0.0f);
+  const std::vector<unsigned char> wire = EncodeBytes(quantizer, values, &residual);
+  std::vector<float> decoded(16);
+  EXPECT_EQ(quantizer.Decode(wire.data(), 16, decoded.data()), 1u);
+  for (float r : residual) EXPECT_EQ(r, 0.0f);
+}
+
+// Buckets restart at every segment (tensor): the same bytes as encoding each segment on its own, end to end.
+TEST(Quantizer, SegmentedLayoutEncodesEachSegmentFromItsOwnStart) {
+  const std::vector<size_t> segments = {2, 5010, 6, 0, 513};
+  for (int bits : {1, 2, 4, 8, 32}) {
+    const Quantizer quantizer(QuantizerConfigFor(bits, 512, false));
+    const BucketLayout layout(segments, 512);
+    const std::vector<float> values = RandomNormal(layout.elements(), 8);
+    std::vector<float> residual = RandomNormal(layout.elements(), 9, 0.1f);
+    std::vector<float> pieceResidual = residual;
+    std::vector<uint32_t> words(quantizer.WireBytes(layout) / 4 + 1, 0xdeadbeef);
+    quantizer.Encode(values.data(), residual.data(), layout, words.data());
+    EXPECT_EQ(words.back(), 0xdeadbeefu) << "Encode wrote past WireBytes";
+    std::vector<unsigned char> pieces;
+    size_t begin = 0;
+    for (size_t length : segments) {
+      std::vector<float> piece(values.begin() + static_cast<long>(begin),
+                               values.begin() + static_cast<long>(begin + length));
+      std::vector<float> r(pieceResidual.begin() + static_cast<long>(begin),
+                           pieceResidual.begin() + static_cast<long>(begin + length));
+      const std::vector<unsigned char> bytes = EncodeBytes(quantizer, piece, &r);
+      pieces.insert(pieces.end(), bytes.begin(), bytes.end());
+      std::copy(r.begin(), r.end(), pieceResidual.begin() + static_cast<long>(begin));
+      begin += length;
+    }
+    ASSERT_EQ(pieces.size(), quantizer.WireBytes(layout));
+    EXPECT_EQ(std::memcmp(pieces.data(), words.data(), pieces.size()), 0) << "bits " << bits;
+    EXPECT_EQ(residual, pieceResidual) << "bits " << bits;
+  }
+}
+
+TEST(Quantizer, SmallTensorOfLargeValuesKeepsItsValueBesideALargeTensor) {
+  // A 2-element bias of large values before a tensor of small ones: with buckets of its own it keeps its value.
+  const std::vector<size_t> segments = {2, 7652};
+  std::vector<float> values = RandomNormal(7654, 31, 0.001f);
+  values[0] = 3.0f;
+  values[1] = -5.0f;
+  for (int bits : {4, 8}) {
+    const Quantizer quantizer(QuantizerConfigFor(bits, 512, false));
+    const BucketLayout layout(segments, 512);
+    std::vector<uint32_t> words(quantizer.WireBytes(layout) / 4 + 1);
+    quantizer.Encode(values.data(), nullptr, layout, words.data());
+    std::vector<float> decoded(values.size());
+    quantizer.Decode(words.data(), layout, decoded.data());
+    EXPECT_GE(decoded[0] / values[0], 0.9f) << "bits " << bits;
+    EXPECT_GE(decoded[1] / values[1], 0.9f) << "bits " << bits;
+  }
+}
+
+TEST(BucketLayout, CutsEachSegmentFromItsOwnStart) {
+  const BucketLayout layout({5, 0, 12, 3}, 4);  // buckets: [0,4) [4,5) | [5,9) [9,13) [13,17) | [17,20)
+  EXPECT_EQ(layout.elements(), 20u);
+  EXPECT_EQ(layout.buckets(), 6u);
+  EXPECT_EQ(layout.segments().size(), 3u);
+  const size_t begins[] = {0, 4, 5, 9, 13, 17, 20};
+  for (size_t b = 0; b <= 6; ++b) EXPECT_EQ(layout.BucketBegin(b), begins[b]) << b;
+  std::vector<std::pair<size_t, size_t>> buckets;
+  layout.ForEachBucket([&](size_t begin, size_t length) { buckets.emplace_back(begin, length); });
+  EXPECT_EQ(buckets, (std::vector<std::pair<size_t, size_t>>{{0, 4}, {4, 1}, {5, 4}, {9, 4}, {13, 4}, {17, 3}}));
+  EXPECT_EQ(layout.Slice(4, 13), BucketLayout({1, 12}, 4));
+  EXPECT_EQ(layout.Slice(9, 11), BucketLayout({8, 3}, 4));
+  EXPECT_EQ(layout.Slice(20, 0).elements(), 0u);
+  EXPECT_THROW(layout.Slice(2, 5), std::invalid_argument);   // starts inside a bucket
+  EXPECT_THROW(layout.Slice(5, 6), std::invalid_argument);   // ends inside a bucket
+  EXPECT_THROW(layout.Slice(17, 4), std::invalid_argument);  // past the end
+  EXPECT_EQ(WireBytes(layout, 1), 6 * 12u);
 }
 
 TEST(Quantizer, RawBitsPassValuesThroughAndKeepTheResidualZero) {

@@ -2,6 +2,7 @@
 // other: one bucket at a time, one element at a time, codes packed bit by bit.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -28,8 +29,9 @@ struct ReferenceResult {
   std::vector<float> decoded;  // what a receiver decodes
 };
 
-// Encodes v (error feedback already added) with buckets of `bucket` elements.
-inline ReferenceResult ReferenceEncode(const std::vector<float>& v, int bits, size_t bucket, bool meanThreshold) {
+// Encodes v (error feedback already added) with buckets of `bucket` elements; 2-8 bits clip at +-clip * s.
+inline ReferenceResult ReferenceEncode(const std::vector<float>& v, int bits, size_t bucket, bool meanThreshold,
+                                       float clip) {
   ReferenceResult out;
   auto pushFloat = [&](float x) {
     unsigned char bytes[4];
@@ -81,28 +83,33 @@ inline ReferenceResult ReferenceEncode(const std::vector<float>& v, int bits, si
         decodedBucket[i] = codes[i] ? second : first;
       }
     } else {
+      // L = 2^bits cells over [-c*s, +c*s]; each code decodes to its cell's midpoint.
       std::vector<float> squares(length);
       for (size_t i = 0; i < length; ++i) squares[i] = x[i] * x[i];
       const float s = std::sqrt(ReferenceSum(squares) / static_cast<float>(length));
-      first = -4.0f * s;
-      second = 4.0f * s;
+      first = -clip * s;
+      second = clip * s;
       const float range = second - first;
       const uint32_t top = (1u << bits) - 1;
-      const float levels = static_cast<float>(top);
+      const float cells = static_cast<float>(1u << bits);
       for (size_t i = 0; i < length; ++i) {
         if (range < 1e-36f) {
           codes[i] = 0;
-          decodedBucket[i] = first;
+          decodedBucket[i] = 0.0f;
           continue;
         }
         float c = x[i];
         if (c < first) c = first;
         if (c > second) c = second;
-        const float scaled = (c - first) * (levels / range);
+        const float scaled = (c - first) * (cells / range);
         const float floored = std::floor(scaled);
-        codes[i] = floored >= levels ? top : static_cast<uint32_t>(floored);
-        decodedBucket[i] = first + (static_cast<float>(codes[i]) + 0.5f) * (range / levels);
+        codes[i] = floored >= cells - 1.0f ? top : static_cast<uint32_t>(floored);
+        decodedBucket[i] = first + (static_cast<float>(codes[i]) + 0.5f) * (range / cells);
       }
+    }
+    if (!std::isfinite(first) || !std::isfinite(second)) {  // a non-finite bucket: codes 0, decodes to first + second
+      std::fill(codes.begin(), codes.end(), 0u);
+      std::fill(decodedBucket.begin(), decodedBucket.end(), first + second);
     }
     pushFloat(first);
     pushFloat(second);

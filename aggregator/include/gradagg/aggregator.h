@@ -8,9 +8,15 @@
 //
 // Three phases (DESIGN.md): an intra-node reduce-scatter through shared memory, a 1-bit-SGD-style quantized
 // exchange across nodes with error feedback, and an intra-node all-gather. On one node the result is the exact
-// float32 sum, added in local-rank order. All ranks must call with the same total size (and header shape); a
-// mismatch throws UsageError on every rank. Not thread-safe: call an Aggregator from one thread. Calls never overlap:
-// each one first waits for a background call still running.
+// float32 sum, added in local-rank order. All ranks must call with the same tensor sizes (and header shape); a
+// mismatch throws UsageError on every rank.
+//
+// Quantization statistics are taken per bucket of options.bucketSize elements, each tensor cut into buckets of its
+// own (a bucket never spans two tensors). A NaN or Inf in a gradient never poisons later calls: the bucket that holds
+// it comes out non-finite in that call's result on every rank (a loss scaler sees the overflow and skips the step),
+// the carried quantization error of that bucket keeps its value from before the call, LastStats().nonFiniteBuckets
+// counts such buckets, and the next finite call is clean. Not thread-safe: call an Aggregator from one thread. Calls
+// never overlap: each one first waits for a background call still running.
 #pragma once
 
 #include <mpi.h>
@@ -45,6 +51,10 @@ struct AggregationStats {
   size_t interNodeFloatBytes = 0;  // what the same exchange would send as float32
   bool inPlace = false;            // device calls: the tensor was reduced where it lies, not copied (see
                                    // RegisterDeviceBuffer)
+  // Quantization buckets that came out non-finite in the last call, the same number on every rank: buckets whose
+  // input across nodes (gradient + carried error) held a NaN or Inf, or whose statistics overflowed float32. 0 when
+  // nothing crossed nodes quantized (one node, or bits 32, where NaN and Inf pass through element by element).
+  size_t nonFiniteBuckets = 0;
 };
 
 class Aggregator {
@@ -55,7 +65,7 @@ class Aggregator {
   Aggregator(const Aggregator&) = delete;
   Aggregator& operator=(const Aggregator&) = delete;
 
-  // Collective. The buffers form one flat gradient, in order; on return they hold the aggregate over all ranks.
+  // Collective. The buffers are the call's tensors, in order; on return they hold the aggregate over all ranks.
   // `header` (nullptr on every rank, or on none) is summed over all ranks; a rank whose header says
   // numSamples == 0 contributes zero gradients. With options.doubleBuffered, the buffers and header get the previous
   // call's aggregate instead (device results queued on `stream`), and a call's errors are thrown by the next call.

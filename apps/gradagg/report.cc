@@ -36,6 +36,9 @@ void PrintPreamble(const CliOptions& cli, const std::string& topology, int ranks
               static_cast<unsigned long long>(cli.minBytes), static_cast<unsigned long long>(cli.maxBytes),
               static_cast<unsigned long long>(cli.stepFactor), cli.warmups, cli.iterations,
               static_cast<unsigned long long>(cli.seed), cli.check ? "on" : "off");
+  std::string tensors;
+  for (size_t length : cli.tensors) tensors += (tensors.empty() ? "" : ",") + std::to_string(length);
+  std::printf("# tensors: %s\n", tensors.empty() ? "one per gradient" : (tensors + " elements, repeated").c_str());
   std::printf("# time: mean over iterations of the slowest rank; phases: mean per call of the slowest rank (us)\n");
   std::printf("# mpi: MPI_Allreduce (float32, sum) of the same gradient, timed the same way; vs_mpi = mpi / time\n");
 }

@@ -126,8 +126,12 @@ TEST_F(DeviceAggregation, MixedTensorListsRoundEachResultToItsType) {
                                       {DataType::kFloat16, 5003}, {DataType::kFloat32, 0},
                                       {DataType::kBFloat16, 1},   {DataType::kFloat32, 40000}};
   size_t total = 0;
-  for (const Typed& t : tensors) total += t.count;
-  for (int bits : {1, 32}) {
+  std::vector<size_t> lengths;
+  for (const Typed& t : tensors) {
+    total += t.count;
+    lengths.push_back(t.count);
+  }
+  for (int bits : {1, 2, 4, 8, 32}) {
     const AggregatorOptions options = Options(bits);
     Aggregator aggregator(MPI_COMM_WORLD, options);
     SerialSimulation oracle = Oracle(options);
@@ -147,7 +151,7 @@ TEST_F(DeviceAggregation, MixedTensorListsRoundEachResultToItsType) {
       offset += t.count;
     }
     aggregator.AggregateGradients(gradients, stream_);
-    const std::vector<float> sum = oracle.Run(inputs);
+    const std::vector<float> sum = oracle.Run(inputs, {}, lengths);  // buckets restart at every tensor
     offset = 0;
     for (size_t k = 0; k < tensors.size(); ++k) {
       const Typed& t = tensors[k];

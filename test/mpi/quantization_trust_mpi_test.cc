@@ -1,16 +1,18 @@
 // What a trainer gets back from the quantized exchange, on the layout the CTest entry asks for: the error per bit
-// width, a small tensor of large values kept by buckets of its own, a tensor-size mismatch caught, and a NaN or Inf on
-// one rank at one step that never reaches a later step.
+// width, a small tensor of large values kept by buckets of its own, a tensor-size mismatch caught, and a NaN or Inf at
+// one step that never reaches a later step (non_finite_scenario.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "gradagg/aggregator.h"
+#include "non_finite_scenario.h"
 #include "oracle_support.h"
 
 namespace gradagg {
@@ -41,16 +43,6 @@ double RelativeError(const std::vector<float>& result, const std::vector<float>&
     norm += static_cast<double>(exact[i]) * exact[i];
   }
   return std::sqrt(error / norm);
-}
-
-// The same on every rank (the smallest and the largest agree).
-bool SameOnAllRanks(size_t value) {
-  unsigned long long mine = value;
-  unsigned long long lowest = 0;
-  unsigned long long highest = 0;
-  MPI_Allreduce(&mine, &lowest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(&mine, &highest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
-  return lowest == highest;
 }
 
 TEST(QuantizationQuality, OneAggregationErrorFallsWithEveryBitWidthUnderItsBound) {
@@ -112,82 +104,26 @@ TEST(TensorBuckets, TensorSizeMismatchThrowsOnEveryRank) {
   }
 }
 
-// A NaN, +Inf or -Inf at step 1 of 4, on the last rank or on every rank, in tensor 2 of [3, 1000, 2997] (bucket
-// [1003, 1515) with buckets of 512).
-class NonFiniteInput : public ::testing::TestWithParam<int> {
- protected:
-  static constexpr size_t kCount = 4000;
-  static constexpr size_t kBad = 1500;
-  static constexpr size_t kBucketBegin = 1003;
-  static constexpr size_t kBucketEnd = 1515;
-  const std::vector<size_t> tensors_ = {3, 1000, 2997};
-
-  std::vector<std::vector<float>> Inputs(uint32_t step, bool poisoned, float bad, bool everyRank) const {
-    std::vector<std::vector<float>> inputs = AllInputs(kCount, 90 + step);
-    for (size_t r = everyRank ? 0 : inputs.size() - 1; poisoned && r < inputs.size(); ++r) inputs[r][kBad] = bad;
-    return inputs;
-  }
-  // One call on this rank's input as the call's tensors; returns the result.
-  std::vector<float> Call(Aggregator& aggregator, const std::vector<std::vector<float>>& inputs) const {
-    std::vector<float> gradient = inputs[static_cast<size_t>(WorldRank())];
-    std::vector<GradientBuffer> buffers;
-    size_t offset = 0;
-    for (size_t length : tensors_) {
-      buffers.push_back({gradient.data() + offset, length});
-      offset += length;
-    }
-    aggregator.AggregateGradients(buffers);
-    return gradient;
-  }
-};
+class NonFiniteInput : public ::testing::TestWithParam<int> {};
 
 TEST_P(NonFiniteInput, PoisonsOneStepsBucketOnlyIsCountedAndLeavesTheResidualsAlone) {
-  const int bits = GetParam();
-  const AggregatorOptions options = LayoutOptions(bits);
-  for (const bool everyRank : {false, true}) {
-    for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
-                      -std::numeric_limits<float>::infinity()}) {
-      const std::string what = "bits " + std::to_string(bits) + " bad " + std::to_string(bad) +
-                               (everyRank ? " on every rank" : " on the last rank");
-      Aggregator aggregator(MPI_COMM_WORLD, options);
-      SerialSimulation oracle = Oracle(options);
-      Aggregator clean(MPI_COMM_WORLD, options);  // the same steps without step 1
-      const bool quantized = aggregator.nodeCount() > 1 && bits != 32;
-      for (uint32_t step = 0; step < 4; ++step) {
-        const bool poisoned = step == 1;
-        const std::vector<std::vector<float>> inputs = Inputs(step, poisoned, bad, everyRank);
-        const std::vector<float> result = Call(aggregator, inputs);
-        const std::vector<float> expected = oracle.Run(inputs, {}, tensors_);
-        const size_t counted = aggregator.LastStats().nonFiniteBuckets;
-        EXPECT_TRUE(IdenticalOnAllRanks(result)) << what << " step " << step;
-        EXPECT_TRUE(SameOnAllRanks(counted)) << what << " step " << step;
-        EXPECT_EQ(counted, oracle.lastNonFiniteBuckets()) << what << " step " << step;
-        if (!poisoned) {
-          EXPECT_TRUE(SameBits(result, expected)) << what << " step " << step << ": differs from the simulation";
-          EXPECT_EQ(counted, 0u) << what << " step " << step;
-          for (size_t i = 0; i < kCount; ++i)
-            ASSERT_TRUE(std::isfinite(result[i])) << what << " step " << step << " " << i;
-        } else {
-          // Across nodes, quantized: the whole bucket; otherwise (exact sums, raw floats) the element alone.
-          EXPECT_EQ(counted, quantized ? 1u : 0u) << what;
-          for (size_t i = 0; i < kCount; ++i) {
-            const bool inBucket = quantized ? i >= kBucketBegin && i < kBucketEnd : i == kBad;
-            ASSERT_EQ(std::isfinite(result[i]), !inBucket) << what << " element " << i;
-            ASSERT_EQ(std::isfinite(expected[i]), !inBucket) << what << " simulation, element " << i;
-          }
-        }
-        if (poisoned) continue;
-        const std::vector<float> cleanResult = Call(clean, inputs);
-        if (step == 2 && quantized && everyRank) {
-          // Every node's input of the bucket held the NaN or Inf, so all its residuals (each node's stripe residual
-          // and the owner's) kept their values from step 0: step 2 there is as if step 1 had never been. (Poisoned on
-          // one rank only, the other nodes' finite inputs are quantized as usual and their residuals move on.)
-          for (size_t i = kBucketBegin; i < kBucketEnd; ++i)
-            ASSERT_EQ(std::memcmp(&result[i], &cleanResult[i], sizeof(float)), 0) << what << " element " << i;
-        }
+  const AggregatorOptions options = LayoutOptions(GetParam());
+  const bool quantized = Aggregator(MPI_COMM_WORLD, options).nodeCount() > 1 && options.bits != 32;
+  test::NonFiniteScenario::Expect(options, quantized, [](const AggregatorOptions& callOptions) {
+    auto aggregator = std::make_shared<Aggregator>(MPI_COMM_WORLD, callOptions);
+    return [aggregator](const std::vector<std::vector<float>>& inputs) {
+      test::NonFiniteScenario::Outcome outcome{inputs[static_cast<size_t>(WorldRank())], 0};
+      std::vector<GradientBuffer> buffers;
+      size_t offset = 0;
+      for (size_t length : test::NonFiniteScenario::Tensors()) {
+        buffers.push_back({outcome.result.data() + offset, length});
+        offset += length;
       }
-    }
-  }
+      aggregator->AggregateGradients(buffers);
+      outcome.nonFiniteBuckets = aggregator->LastStats().nonFiniteBuckets;
+      return outcome;
+    };
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryBitWidth, NonFiniteInput, ::testing::Values(1, 2, 4, 8, 32));

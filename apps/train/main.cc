@@ -47,6 +47,7 @@ struct Options {
   size_t trainSubset = 0;  // 0: all
   size_t testSubset = 0;
   std::string csv;
+  std::string dumpGradients;  // prefix: rank 0's own gradient (before aggregation) at a few steps, CPU model
   AggregatorOptions aggregator;
 };
 
@@ -97,7 +98,10 @@ bool Parse(int argc, char** argv, int rank, Options& o, int& exitCode) {
       "no-error-feedback", "drop quantization error instead of carrying it")(
       "stale", "double-buffered: step t applies step t-1's aggregate")(
       "ranks-per-node", po::value(&o.aggregator.ranksPerNode), "emulate nodes of this many ranks (default: hosts)")(
-      "csv", po::value(&o.csv), "also write one row per epoch to this CSV file");
+      "csv", po::value(&o.csv), "also write one row per epoch to this CSV file")(
+      "dump-gradients", po::value(&o.dumpGradients),
+      "CPU model: rank 0 writes its own gradient before aggregation at steps 1, 100 and 1000 to PREFIX.stepN.f32 "
+      "(raw float32) and the tensor lengths to PREFIX.tensors (for gradagg_quantizer_error)");
   o.aggregator.bits = 32;  // the trainer's default; GRADAGG_* variables, then flags, override it
   try {
     o.aggregator = ApplyEnvironment(o.aggregator);
@@ -113,6 +117,8 @@ bool Parse(int argc, char** argv, int rank, Options& o, int& exitCode) {
     if (values.count("stale")) o.aggregator.doubleBuffered = true;
     if (o.device != "cpu" && o.device != "cuda") throw std::invalid_argument("--device must be cpu or cuda");
     if (o.epochs < 1 || o.batch < 1) throw std::invalid_argument("--epochs and --batch must be at least 1");
+    if (!o.dumpGradients.empty() && o.device != "cpu")
+      throw std::invalid_argument("--dump-gradients works with the CPU model (--device cpu)");
     Validate(o.aggregator);
   } catch (const std::exception& error) {
     if (rank == 0) std::fprintf(stderr, "train: error: %s (try --help)\n", error.what());
@@ -120,6 +126,21 @@ bool Parse(int argc, char** argv, int rank, Options& o, int& exitCode) {
     return false;
   }
   return true;
+}
+
+// --dump-gradients: the host gradient's tensors end to end as raw float32, and once their lengths.
+void DumpGradient(const std::string& prefix, size_t step, const GradientTensors& gradient) {
+  const std::string path = prefix + ".step" + std::to_string(step) + ".f32";
+  std::ofstream values(path, std::ios::binary);
+  std::ofstream lengths(prefix + ".tensors");
+  for (size_t i = 0; i < gradient.host.size(); ++i) {
+    const GradientBuffer& tensor = gradient.host[i];
+    values.write(reinterpret_cast<const char*>(tensor.data),
+                 static_cast<std::streamsize>(tensor.count * sizeof(float)));
+    lengths << (i == 0 ? "" : ",") << tensor.count;
+  }
+  lengths << "\n";
+  if (!values || !lengths) throw std::runtime_error("cannot write " + path);
 }
 
 // AggregateGradients (and FlushDoubleBuffer) wherever the model keeps its gradient; device calls return with the
@@ -202,6 +223,8 @@ int Run(const Options& o, int rank, int size) {
       }
       const BatchResult result = model->ComputeGradient(batchImages.data(), batchLabels.data(), o.batch);
       compute += Seconds(start);
+      if (!o.dumpGradients.empty() && rank == 0 && (steps == 0 || steps == 99 || steps == 999))
+        DumpGradient(o.dumpGradients, steps + 1, gradient);
 
       start = std::chrono::steady_clock::now();
       GradientHeader header;

@@ -8,6 +8,7 @@
 # Each DIR holds gradagg_quantize_benchmark (cpu) or gradagg_cuda_quantize_benchmark (cuda), and for the latter
 # Google Benchmark's shared library where the machine lacks it. Defaults: cuda, 3 rounds.
 set -euo pipefail
+trap 'echo "compare_quantizer_builds: failed; see $out.*.log" >&2' ERR
 before=$(cd "$1" && pwd) after=$(cd "$2" && pwd) out=$3 kind=${4:-cuda} rounds=${5:-3}
 case "$kind" in
   cpu) binary=gradagg_quantize_benchmark filter='(Encode|DecodeAccumulate)/bits:(1|2|4|8)/elements:4194304' ;;
@@ -21,7 +22,7 @@ for (( round = 1; round <= rounds; round++ )); do
     dir=$before
     [ "$build" = after ] && dir=$after
     LD_LIBRARY_PATH="$dir:${LD_LIBRARY_PATH:-}" "$dir/$binary" --benchmark_filter="$filter" \
-      --benchmark_min_time=0.2 --benchmark_format=csv 2>/dev/null |
+      --benchmark_min_time=0.2 --benchmark_format=csv 2>"$out.$build.log" |
       awk -F, -v build="$build" 'NR > 1 && $1 ~ /^"/ {
         name = $1; gsub(/"/, "", name)
         rate = ""  # the GB/s counter where there is one (CUDA: event-timed), else bytes per second

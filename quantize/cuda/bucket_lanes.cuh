@@ -9,6 +9,7 @@
 namespace gradagg::cuda_detail {
 
 constexpr int kWarpSize = 32;
+constexpr int kBlockThreads = 256;  // 8 warps: 8 buckets per block
 constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kGroup = 4;                         // elements per lane group
 constexpr int kGroupStride = kWarpSize * kGroup;  // 128: a warp's sweep over the bucket

@@ -21,6 +21,7 @@ struct BucketTable {
   size_t buckets;          // buckets of the run
   size_t bucketSize;       // B
   size_t bucketWireBytes;  // of a full bucket
+  bool alignedStarts;      // every segment starts on a multiple of 4 elements (4-element access may be aligned)
 };
 
 // Where one bucket lies: its first element, its length and its byte offset in the wire image.

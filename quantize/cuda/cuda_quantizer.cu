@@ -22,16 +22,18 @@ using cuda_detail::DecodeArgs;
 using cuda_detail::EncodeArgs;
 using cuda_detail::EncodeMode;
 
-constexpr int kThreads = 256;  // 8 warps: 8 buckets per block
+constexpr int kThreads = cuda_detail::kBlockThreads;
 constexpr int kBucketsPerBlock = kThreads / cuda_detail::kWarpSize;
 constexpr int kRawBlocksMax = 65536;
 
 bool Aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
-// 4-element vector access works when every group starts aligned: aligned base pointers and buckets of a multiple
-// of 4 elements (the kernels also check that each bucket starts on a multiple of 4, which segments may not).
-bool VectorAccess(size_t bucketSize, const void* elements, size_t elementBytes, const void* residual) {
-  return bucketSize % 4 == 0 && Aligned(elements, 4 * elementBytes) && (residual == nullptr || Aligned(residual, 16));
+// 4-element vector access works when every group starts aligned: aligned base pointers, buckets of a multiple of 4
+// elements, and segments that start on a multiple of 4.
+bool VectorAccess(const cuda_detail::BucketTable& table, const void* elements, size_t elementBytes,
+                  const void* residual) {
+  return table.bucketSize % 4 == 0 && table.alignedStarts && Aligned(elements, 4 * elementBytes) &&
+         (residual == nullptr || Aligned(residual, 16));
 }
 
 unsigned BlocksFor(size_t buckets) {
@@ -61,7 +63,7 @@ void EncodeTyped(const QuantizerConfig& config, float clip, const T* values, flo
                            residual,
                            table,
                            static_cast<unsigned char*>(wire),
-                           VectorAccess(config.bucketSize, values, sizeof(T), residual),
+                           VectorAccess(table, values, sizeof(T), residual),
                            clip};
   switch (config.bits) {
     case 1:
@@ -93,7 +95,7 @@ void DecodeTyped(const QuantizerConfig& config, const void* wire, const cuda_det
     return;
   }
   const DecodeArgs<TOut> args{static_cast<const unsigned char*>(wire), table, out,
-                              VectorAccess(config.bucketSize, out, sizeof(TOut), nullptr), nonFinite};
+                              VectorAccess(table, out, sizeof(TOut), nullptr), nonFinite};
   const unsigned blocks = BlocksFor(table.buckets);
   switch (config.bits) {
     case 1:
@@ -132,7 +134,7 @@ DeviceBucketLayout CudaQuantizer::Uniform(size_t count) const {
                    count,
                    (count + config_.bucketSize - 1) / config_.bucketSize,
                    config_.bucketSize,
-                   BucketWireBytes(config_.bucketSize, config_.bits)};
+                   BucketWireBytes(config_.bucketSize, config_.bits), true};
   return layout;
 }
 
@@ -147,6 +149,7 @@ DeviceBucketLayout CudaQuantizer::Upload(const BucketLayout& layout) const {
   size_t wire = 0;
   for (const BucketSegment& segment : layout.segments()) {
     segments.push_back({segment.begin, segment.count, segment.firstBucket, wire});
+    device.table_.alignedStarts = device.table_.alignedStarts && segment.begin % 4 == 0;
     wire += gradagg::WireBytes(segment.count, config_.bucketSize, config_.bits);
   }
   device.segments_ = DeviceBuffer::From(segments);

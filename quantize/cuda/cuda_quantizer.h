@@ -30,7 +30,7 @@ class DeviceBucketLayout {
  private:
   friend class CudaQuantizer;
   DeviceBuffer segments_;
-  cuda_detail::BucketTable table_{nullptr, 0, 0, 0, 1, 0};
+  cuda_detail::BucketTable table_{nullptr, 0, 0, 0, 1, 0, true};
 };
 
 class CudaQuantizer {

@@ -28,7 +28,6 @@ __global__ void DecodeBucketsKernel(DecodeArgs<TOut> args) {
   if (bucket >= args.table.buckets) return;
   const BucketPlace place = Locate(args.table, bucket);
   const int length = place.length;
-  const bool vector = args.vector && place.start % kGroup == 0;
   const unsigned char* in = args.wire + place.wire;
   const float first = reinterpret_cast<const float*>(in)[0];
   const float second = reinterpret_cast<const float*>(in)[1];
@@ -36,26 +35,30 @@ __global__ void DecodeBucketsKernel(DecodeArgs<TOut> args) {
   TOut* __restrict__ out = args.out + place.start;
 
   constexpr uint32_t kMask = (1u << kBits) - 1;
-  const float range = __fsub_rn(second, first);
-  const bool degenerate = range < 1e-36f;
-  const float step = __fdiv_rn(range, static_cast<float>(1u << kBits));
+  // Per bucket, not per element: a non-finite bucket decodes every code to first + second, which is the range rule
+  // with lower end first + second and step 0 (or the 1-bit pair both set to it), so the element loop is the same for all.
   const bool finite = isfinite(first) && isfinite(second);
   const float nonFiniteValue = __fadd_rn(first, second);
   if (!finite && lane == 0 && args.nonFinite != nullptr) atomicAdd(args.nonFinite, 1ull);
+  const float range = __fsub_rn(second, first);
+  const bool degenerate = finite && range < 1e-36f;
+  const float lower = finite ? first : nonFiniteValue;
+  // range / 2^bits as a product with the exact reciprocal: the same rounding as the CPU's division, no divide.
+  const float step = finite ? __fmul_rn(range, 1.0f / static_cast<float>(1u << kBits)) : 0.0f;
+  const float low = finite ? first : nonFiniteValue;    // 1 bit: code 0
+  const float high = finite ? second : nonFiniteValue;  // 1 bit: code 1
 #pragma unroll 4
   for (int base = kGroup * lane; base < length; base += kGroupStride) {
-    const Group group = GroupAt(base, length, vector);
+    const Group group = GroupAt(base, length, args.vector);
     const uint32_t word = words[base * kBits / 32] >> ((base * kBits) % 32);
     float decoded[kGroup];
 #pragma unroll
     for (int c = 0; c < kGroup; ++c) {
       const uint32_t code = (word >> (c * kBits)) & kMask;
-      if (!finite) {
-        decoded[c] = nonFiniteValue;
-      } else if constexpr (kBits == 1) {
-        decoded[c] = code != 0 ? second : first;
+      if constexpr (kBits == 1) {
+        decoded[c] = code != 0 ? high : low;
       } else {
-        decoded[c] = degenerate ? 0.0f : __fadd_rn(first, __fmul_rn(__fadd_rn(static_cast<float>(code), 0.5f), step));
+        decoded[c] = degenerate ? 0.0f : __fadd_rn(lower, __fmul_rn(__fadd_rn(static_cast<float>(code), 0.5f), step));
       }
     }
     if constexpr (kAccumulate) {

@@ -105,7 +105,7 @@ TEST_F(DeviceBackground, DoubleBufferedReturnsThePreviousStepsAggregateAndFlushe
     aggregator.AggregateGradients(tensors, stream_, &header);
     EXPECT_TRUE(SameBits(result(), expected)) << "step " << step;
     EXPECT_EQ(header.numSamples, step == 0 ? 0u : (10 + step - 1) * static_cast<uint64_t>(WorldSize()));
-    expected = oracle.Run(AllInputs(count, 80 + step));
+    expected = oracle.Run(AllInputs(count, 80 + step), {}, {first, second});  // buckets per tensor
   }
   GradientHeader header;
   EXPECT_TRUE(aggregator.FlushDoubleBuffer(tensors, stream_, &header));

@@ -85,7 +85,7 @@ TEST_F(RegisteredBuffer, TensorsThatDoNotLieAlikeAreCopiedWithTheSameBits) {
                                  {buffer.as<float>() + kLarge / 2, kLarge / 2, DataType::kFloat32}},
                                 stream_);
   EXPECT_FALSE(aggregator.LastStats().inPlace);
-  EXPECT_TRUE(SameBits(buffer.ToHost<float>(kLarge), oracle.Run(AllInputs(kLarge, 3))));
+  EXPECT_TRUE(SameBits(buffer.ToHost<float>(kLarge), oracle.Run(AllInputs(kLarge, 3), {}, {kLarge / 2, kLarge / 2})));
   aggregator.DeregisterDeviceBuffer(buffer.get());
 }
 

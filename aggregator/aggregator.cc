@@ -77,6 +77,8 @@ BucketLayout LayoutOf(const std::vector<DeviceGradient>& gradients, const Aggreg
 
 void Aggregator::Impl::Reshape(const BucketLayout& callLayout) {
   if (shaped && callLayout == layout) return;
+  // A new layout starts fresh residuals on every rank, also where this rank's stripe happens to keep its shape.
+  if (shaped && crossNode) crossNode->ResetResiduals();
   shaped = true;
   layout = callLayout;
   shards = SplitIntoBucketRuns(layout, static_cast<size_t>(topology.ranksPerNode()));

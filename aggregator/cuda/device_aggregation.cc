@@ -169,6 +169,8 @@ float* GpuPath::InPlaceTensor(const std::vector<DeviceGradient>& gradients, size
 
 void GpuPath::Reshape(const BucketLayout& layout) {
   if (shaped_ && layout == layout_) return;
+  // A new layout starts fresh residuals on every rank, also where this rank's stripe happens to keep its shape.
+  if (shaped_ && cross_) cross_->ResetResiduals();
   const size_t elements = layout.elements();
   shards_ = SplitIntoBucketRuns(layout, static_cast<size_t>(ranksPerNode_));
   const ElementRange mine = shards_[static_cast<size_t>(localRank_)];

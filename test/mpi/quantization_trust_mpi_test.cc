@@ -91,6 +91,21 @@ TEST(TensorBuckets, SmallTensorOfLargeValuesKeepsItsValueBesideALargeTensor) {
   }
 }
 
+TEST(TensorBuckets, ANewLayoutStartsFreshResidualsEvenWhereAStripeKeepsItsShape) {
+  // 2048 elements as one tensor, then as two of 1024: with buckets of 512 the shards (and so every stripe) are the
+  // same, but the call's layout changed, so every rank starts fresh residuals, as the simulation does.
+  const AggregatorOptions options = LayoutOptions(2);
+  Aggregator aggregator(MPI_COMM_WORLD, options);
+  SerialSimulation oracle = Oracle(options);
+  const size_t count = 2048;
+  std::vector<float> gradient = RandomGradient(count, 1, WorldRank());
+  aggregator.AggregateGradients(gradient.data(), gradient.size());
+  EXPECT_TRUE(SameBits(gradient, oracle.Run(AllInputs(count, 1))));
+  gradient = RandomGradient(count, 2, WorldRank());
+  aggregator.AggregateGradients({{gradient.data(), 1024}, {gradient.data() + 1024, 1024}});
+  EXPECT_TRUE(SameBits(gradient, oracle.Run(AllInputs(count, 2), {}, {1024, 1024})));
+}
+
 TEST(TensorBuckets, TensorSizeMismatchThrowsOnEveryRank) {
   if (WorldSize() < 2) GTEST_SKIP() << "needs two ranks";
   Aggregator aggregator(MPI_COMM_WORLD, LayoutOptions(1));

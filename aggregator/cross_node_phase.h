@@ -1,4 +1,4 @@
-// Phase 2 of DESIGN.md: the 1-bit-SGD-style exchange among the ranks of equal local index on all M nodes.
+// Phase 2 of docs/DESIGN.md: the 1-bit-SGD-style exchange among the ranks of equal local index on all M nodes.
 //
 //   1. quantize the stripe (+ residual r1), one run of whole buckets per owning node;
 //   2. send sub-stripe j to node j, receive ours from every node, and sum them in source-node order

@@ -1,4 +1,4 @@
-// The oracle: DESIGN.md's algorithm run serially over every rank's input, written plainly and apart from the
+// The oracle: docs/DESIGN.md's algorithm run serially over every rank's input, written plainly and apart from the
 // distributed code (sharing only the quantizer and the partition rule), so that it can judge it bit for bit.
 // Tests and the CLI's --check compare AggregateGradients against it.
 #pragma once

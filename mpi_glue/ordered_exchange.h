@@ -1,6 +1,6 @@
 // One round of point-to-point traffic whose results are consumed in rank order, whatever order messages arrive in.
 //
-// This is the transport of phase 2 (DESIGN.md): the scatter of quantized sub-stripes to their owners and the
+// This is the transport of phase 2 (docs/DESIGN.md): the scatter of quantized sub-stripes to their owners and the
 // all-gather of the owners' quantized aggregates are both one call. It moves bytes and knows no quantization; the
 // caller decodes in the onReady callback.
 #pragma once

@@ -1,4 +1,4 @@
-// Phases 1 and 3 of DESIGN.md behind one interface: the intra-node reduce-scatter and all-gather through peer
+// Phases 1 and 3 of docs/DESIGN.md behind one interface: the intra-node reduce-scatter and all-gather through peer
 // memory. Implementations: SharedWindowPhase (host memory, an MPI shared window) and, on GPUs, CUDA IPC over NVLink.
 #pragma once
 

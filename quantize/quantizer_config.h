@@ -6,7 +6,7 @@
 
 namespace gradagg {
 
-// The 1-bit threshold rule (DESIGN.md, Quantizer).
+// The 1-bit threshold rule (docs/DESIGN.md, Quantizer).
 enum class OneBitThreshold {
   kZero,  // bit = (v >= 0); decodes to the means of the negative and the non-negative values
   kMean,  // bit = (v >= m), m the bucket mean; decodes to m -/+ the mean absolute deviation from m

@@ -3,7 +3,7 @@
 
 Per call, for M nodes x G ranks (GPUs) per node and a float32 gradient of S bytes (every term in seconds):
 
-  gradagg (DESIGN.md's three phases; stripe s = S/G, owned part p = s/M, r = wire bytes per float32 byte):
+  gradagg (docs/DESIGN.md's three phases; stripe s = S/G, owned part p = s/M, r = wire bytes per float32 byte):
     phase 1, 3     (G-1)/G * S / B_intra each                   (0 for G = 1: the gradient is used in place)
     quantize       (s + p) / R_enc                              (the stripe, then the owned sum)
     decode         2 s / R_dec                                   (M parts of p twice: sum, then the all-gather)

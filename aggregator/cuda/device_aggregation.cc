@@ -1,4 +1,4 @@
-// The three phases on GPUs, composed (DESIGN.md):
+// The three phases on GPUs, composed (docs/DESIGN.md):
 //
 //   0. gather the caller's tensors into one float32 flat buffer (registered for peer access), or zeros; a single
 //      float32 tensor is worked on in place where that needs no copy (InPlaceTensor);

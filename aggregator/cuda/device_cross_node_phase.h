@@ -1,4 +1,4 @@
-// Phase 2 of DESIGN.md on the GPU: the CPU CrossNodePhase's steps, with the CUDA quantizer (the same bytes) and the
+// Phase 2 of docs/DESIGN.md on the GPU: the CPU CrossNodePhase's steps, with the CUDA quantizer (the same bytes) and the
 // MPI traffic through a DeviceExchange (CUDA-aware or staged):
 //
 //   1. quantize the stripe (+ residual r1), one run of whole buckets per owning node;

@@ -1,4 +1,4 @@
-// A plain scalar restatement of DESIGN.md's quantizer, kept apart from quantize/ so that the two can judge each
+// A plain scalar restatement of docs/DESIGN.md's quantizer, kept apart from quantize/ so that the two can judge each
 // other: one bucket at a time, one element at a time, codes packed bit by bit.
 #pragma once
 
@@ -10,7 +10,7 @@
 
 namespace gradagg::test {
 
-// DESIGN.md's canonical order: lane (i / 4) % 32, each lane from +0 in increasing i, then a butterfly 16..1.
+// docs/DESIGN.md's canonical order: lane (i / 4) % 32, each lane from +0 in increasing i, then a butterfly 16..1.
 inline float ReferenceSum(const std::vector<float>& terms) {
   float lanes[32];
   for (float& lane : lanes) lane = 0.0f;

@@ -6,7 +6,7 @@
 //   gradagg::PendingAggregation done = agg.AggregateGradientsAsync(buffers, &header);   // in the background
 //   ...; done.Wait();
 //
-// Three phases (DESIGN.md): an intra-node reduce-scatter through shared memory, a 1-bit-SGD-style quantized
+// Three phases (docs/DESIGN.md): an intra-node reduce-scatter through shared memory, a 1-bit-SGD-style quantized
 // exchange across nodes with error feedback, and an intra-node all-gather. On one node the result is the exact
 // float32 sum, added in local-rank order. All ranks must call with the same tensor sizes (and header shape); a
 // mismatch throws UsageError on every rank.

@@ -63,16 +63,25 @@ FlatBuffers FlattenHostGradients(const std::vector<GradientBuffer>& gradients, s
   return FlatBuffers();
 }
 
-BucketLayout LayoutOf(const std::vector<GradientBuffer>& gradients, const AggregatorOptions& options) {
+namespace {
+
+// Host buffers and device tensors alike: one segment per tensor, empty ones dropped.
+template <typename Tensor>
+BucketLayout LayoutOfTensors(const std::vector<Tensor>& tensors, const AggregatorOptions& options) {
   std::vector<size_t> lengths;
-  for (const GradientBuffer& buffer : gradients) lengths.push_back(buffer.count);
-  return TensorLayout(lengths, options);
+  lengths.reserve(tensors.size());
+  for (const Tensor& tensor : tensors) lengths.push_back(tensor.count);
+  return BucketLayout(lengths, options.bucketSize);
+}
+
+}  // namespace
+
+BucketLayout LayoutOf(const std::vector<GradientBuffer>& gradients, const AggregatorOptions& options) {
+  return LayoutOfTensors(gradients, options);
 }
 
 BucketLayout LayoutOf(const std::vector<DeviceGradient>& gradients, const AggregatorOptions& options) {
-  std::vector<size_t> lengths;
-  for (const DeviceGradient& tensor : gradients) lengths.push_back(tensor.count);
-  return TensorLayout(lengths, options);
+  return LayoutOfTensors(gradients, options);
 }
 
 void Aggregator::Impl::Reshape(const BucketLayout& callLayout) {

@@ -20,10 +20,6 @@ std::vector<ElementRange> SplitIntoBucketRuns(const BucketLayout& layout, size_t
   return runs;
 }
 
-BucketLayout TensorLayout(const std::vector<size_t>& tensorLengths, const AggregatorOptions& options) {
-  return BucketLayout(tensorLengths, options.bucketSize);
-}
-
 QuantizerConfig QuantizerConfigOf(const AggregatorOptions& options) {
   QuantizerConfig config;
   config.bits = options.bits;

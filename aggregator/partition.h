@@ -21,9 +21,6 @@ ElementRange PartitionItems(size_t items, size_t owners, size_t owner);
 // to the run's first element; some may be empty.
 std::vector<ElementRange> SplitIntoBucketRuns(const BucketLayout& layout, size_t owners);
 
-// The layout of a call's tensors of these lengths (empty ones play no part), buckets of options.bucketSize.
-BucketLayout TensorLayout(const std::vector<size_t>& tensorLengths, const AggregatorOptions& options);
-
 // The quantizer settings that AggregatorOptions imply.
 QuantizerConfig QuantizerConfigOf(const AggregatorOptions& options);
 

@@ -14,6 +14,7 @@
 #include "gradagg/aggregator.h"
 #include "non_finite_scenario.h"
 #include "oracle_support.h"
+#include "test/common/relative_error.h"
 
 namespace gradagg {
 namespace {
@@ -35,16 +36,6 @@ std::vector<float> ExactSum(const std::vector<std::vector<float>>& inputs) {
   return sum;
 }
 
-double RelativeError(const std::vector<float>& result, const std::vector<float>& exact) {
-  double error = 0.0;
-  double norm = 0.0;
-  for (size_t i = 0; i < exact.size(); ++i) {
-    error += (static_cast<double>(result[i]) - exact[i]) * (static_cast<double>(result[i]) - exact[i]);
-    norm += static_cast<double>(exact[i]) * exact[i];
-  }
-  return std::sqrt(error / norm);
-}
-
 TEST(QuantizationQuality, OneAggregationErrorFallsWithEveryBitWidthUnderItsBound) {
   const size_t count = 64 * 1024;
   const std::vector<std::vector<float>> inputs = AllInputs(count, 5);
@@ -56,7 +47,7 @@ TEST(QuantizationQuality, OneAggregationErrorFallsWithEveryBitWidthUnderItsBound
     if (aggregator.nodeCount() == 1) GTEST_SKIP() << "one node: the sum is exact";
     std::vector<float> gradient = inputs[static_cast<size_t>(WorldRank())];
     aggregator.AggregateGradients(gradient.data(), gradient.size());
-    const double error = RelativeError(gradient, exact);
+    const double error = test::RelativeL2Error(gradient, exact);
     EXPECT_LE(error, bound) << "bits " << bits;
     EXPECT_LT(error, previous) << "bits " << bits << " is no better than fewer bits";
     if (WorldRank() == 0) std::printf("# %d bits: relative L2 error %.4f of one aggregation\n", bits, error);

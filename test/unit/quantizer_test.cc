@@ -17,6 +17,7 @@
 #include "quantize/wire_format.h"
 #include "reference_quantizer.h"
 #include "test/common/quantizer_inputs.h"
+#include "test/common/relative_error.h"
 
 namespace gradagg {
 namespace {
@@ -140,16 +141,6 @@ TEST(Quantizer, MultiBitTopCodeDecodesInsideTheRange) {
 }
 
 // Single-pass relative L2 error of Gaussian data at each bit width, and every decode value inside [lower, upper].
-double RelativeError(const std::vector<float>& exact, const std::vector<float>& decoded) {
-  double error = 0.0;
-  double norm = 0.0;
-  for (size_t i = 0; i < exact.size(); ++i) {
-    error += (static_cast<double>(decoded[i]) - exact[i]) * (static_cast<double>(decoded[i]) - exact[i]);
-    norm += static_cast<double>(exact[i]) * exact[i];
-  }
-  return std::sqrt(error / norm);
-}
-
 TEST(Quantizer, GaussianErrorIsNearTheUniformOptimumAtEveryBitWidth) {
   const std::vector<float> values = RandomNormal(512 * 256, 41, 0.01f);
   const std::pair<int, double> bounds[] = {{1, 0.62}, {2, 0.37}, {4, 0.12}, {8, 0.01}};
@@ -158,7 +149,7 @@ TEST(Quantizer, GaussianErrorIsNearTheUniformOptimumAtEveryBitWidth) {
     const Quantizer quantizer(QuantizerConfigFor(bits, 512, false));
     std::vector<float> decoded(values.size());
     quantizer.Decode(EncodeBytes(quantizer, values, nullptr).data(), values.size(), decoded.data());
-    const double error = RelativeError(values, decoded);
+    const double error = test::RelativeL2Error(decoded, values);
     EXPECT_LE(error, bound) << "bits " << bits;
     EXPECT_LT(error, previous) << "bits " << bits << " is no better than fewer bits";
     previous = error;

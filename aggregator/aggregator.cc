@@ -1,6 +1,7 @@
 #include "gradagg/aggregator.h"
 
 #include <cstdio>
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -111,7 +112,7 @@ Aggregator::Aggregator(MPI_Comm comm, const AggregatorOptions& options) : impl_(
   GRADAGG_MPI_CHECK(MPI_Query_thread(&mine.level));
   GRADAGG_MPI_CHECK(MPI_Allreduce(&mine, &impl_->lowestThreadLevel, 1, MPI_2INT, MPI_MINLOC, comm));
   if (options.doubleBuffered) impl_->RequireBackground("the double-buffered mode");
-  impl_->intraNode = std::make_unique<SharedWindowPhase>(impl_->topology.node());
+  impl_->intraNode = std::make_unique<SharedWindowPhase>(impl_->topology.node(), options.timeoutSeconds);
   if (impl_->topology.nodeCount() > 1) {
     impl_->crossNode = std::make_unique<CrossNodePhase>(impl_->topology.cross(), options);
   }
@@ -122,6 +123,9 @@ Aggregator::Aggregator(MPI_Comm comm, const AggregatorOptions& options) : impl_(
 
 Aggregator::~Aggregator() {
   if (impl_->pending) impl_->pending->WaitUntilDone();  // a destructor never throws: its error goes unreported
+  // Out of step with the node's other ranks (a failed call, or an exception passing through): free nothing
+  // collectively, so destruction cannot wait for ranks that are elsewhere.
+  if (!impl_->failure.empty() || std::uncaught_exceptions() > 0) impl_->intraNode->Abandon();
 }
 
 void Aggregator::AggregateGradients(float* gradient, size_t count, GradientHeader* header) {
@@ -139,16 +143,31 @@ void Aggregator::AggregateGradients(const std::vector<GradientBuffer>& gradients
 
 AggregationStats Aggregator::Impl::RunHost(const FlatBuffers& flat, const BucketLayout& callLayout,
                                            GradientHeader* header, const std::string& problem) {
+  // 0. Every rank has checked its arguments; all ranks agree on sizes and sum the header (or all throw alike).
+  Stopwatch clock;
+  const bool contributes =
+      AgreeOnCall(topology.world(), callLayout, header, problem, CallMemory::kHost, options.timeoutSeconds);
+  const double agreement = clock.Lap();
+  try {
+    AggregationStats call = RunHostPhases(flat, callLayout, contributes);
+    if (options.timing) call.times.agreement = agreement;
+    call.times.total += agreement;
+    TraceCall(flat.size(), call);
+    return call;
+  } catch (const std::exception& error) {  // past the agreement, a failure may be this rank's alone
+    failure = error.what();
+    throw;
+  }
+}
+
+AggregationStats Aggregator::Impl::RunHostPhases(const FlatBuffers& flat, const BucketLayout& callLayout,
+                                                 bool contributes) {
   const bool timing = options.timing;
   Stopwatch totalClock;
   Stopwatch clock;
   AggregationStats call;
   PhaseTimes& times = call.times;
-
-  // 0. Every rank has checked its arguments; all ranks agree on sizes and sum the header.
-  const bool contributes = AgreeOnCall(topology.world(), callLayout, header, problem, CallMemory::kHost);
   if (!contributes) flat.Zero();
-  if (timing) times.agreement = clock.Lap();
 
   // Phase 2 on `values`, with its byte counts and non-finite buckets recorded.
   const auto acrossNodes = [&](float* values, const BucketLayout& valuesLayout) {
@@ -181,7 +200,6 @@ AggregationStats Aggregator::Impl::RunHost(const FlatBuffers& flat, const Bucket
     if (timing) times.allGather = clock.Lap();
   }
   times.total = totalClock.Lap();
-  TraceCall(flat.size(), call);
   return call;
 }
 
@@ -217,12 +235,18 @@ AggregationStats Aggregator::Impl::RunDevice(const std::vector<DeviceGradient>& 
   // 0. Every rank has checked its tensors; all ranks agree on sizes, on device memory, and sum the header.
   const BucketLayout callLayout = LayoutOf(gradients, options);
   const size_t elements = callLayout.elements();
-  const bool contributes = AgreeOnCall(topology.world(), callLayout, header, problem, CallMemory::kDevice);
+  const bool contributes =
+      AgreeOnCall(topology.world(), callLayout, header, problem, CallMemory::kDevice, options.timeoutSeconds);
   const double agreement = clock.Lap();
   if (!device) device = MakeDevicePath(topology, options);
 
   AggregationStats call;
-  device->Aggregate(gradients, callLayout, contributes, stream, call);
+  try {
+    device->Aggregate(gradients, callLayout, contributes, stream, call);
+  } catch (const std::exception& error) {  // past the agreement, a failure may be this rank's alone
+    failure = error.what();
+    throw;
+  }
   if (options.timing) call.times.agreement = agreement;
   call.times.total = totalClock.Lap();
   TraceCall(elements, call);

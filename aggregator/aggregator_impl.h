@@ -49,6 +49,9 @@ struct Aggregator::Impl {
   BucketLayout stripeLayout;
   std::vector<float> stripe;
   AggregationStats stats;  // of the last call that finished and was settled
+  // What failed in a call after the ranks had agreed on it ("" while none did): from then on this rank is out of
+  // step with the others, calls refuse at once and destruction frees nothing collectively.
+  std::string failure;
   DoubleBuffer buffered;
   std::shared_ptr<detail::BackgroundCall> pending;  // the last background call, until settled
   detail::BackgroundThread background;              // last: joined before the phases it uses are destroyed
@@ -58,11 +61,13 @@ struct Aggregator::Impl {
   // One whole call on the calling thread, agreement included; `problem` is this rank's own complaint ("" if none).
   AggregationStats RunHost(const FlatBuffers& flat, const BucketLayout& callLayout, GradientHeader* header,
                            const std::string& problem);
+  AggregationStats RunHostPhases(const FlatBuffers& flat, const BucketLayout& callLayout, bool contributes);
   AggregationStats RunDevice(const std::vector<DeviceGradient>& gradients, CudaStream stream, GradientHeader* header,
                              const std::string& problem);
 
   // Waits for the pending background call, keeps its stats, and throws its error unless a PendingAggregation
-  // already did. Every call but LastStats starts here: calls never overlap.
+  // already did; then refuses (throws) if an earlier call failed. Every call but LastStats starts here: calls never
+  // overlap.
   void Settle();
   // Throws UsageError (the same on every rank) unless background calls are possible.
   void RequireBackground(const char* call) const;

@@ -32,12 +32,19 @@ GradientHeader ZeroedLike(const GradientHeader& header) {
 }  // namespace
 
 void Aggregator::Impl::Settle() {
-  if (!pending) return;
-  const std::shared_ptr<detail::BackgroundCall> call = std::move(pending);
-  pending = nullptr;
-  call->WaitUntilDone();
-  if (std::exception_ptr error = call->TakeUnseenError()) std::rethrow_exception(error);
-  stats = call->stats();
+  if (pending) {
+    const std::shared_ptr<detail::BackgroundCall> call = std::move(pending);
+    pending = nullptr;
+    call->WaitUntilDone();
+    if (std::exception_ptr error = call->TakeUnseenError()) std::rethrow_exception(error);
+    stats = call->stats();
+  }
+  if (!failure.empty()) {
+    throw std::runtime_error("Aggregator: an earlier call failed on this rank (" + failure +
+                             "), so the ranks are out of step and it cannot be used again: destroy it and end the job "
+                             "(MPI_Abort) (" +
+                             RankAndHost() + ")");
+  }
 }
 
 void Aggregator::Impl::RequireBackground(const char* call) const {

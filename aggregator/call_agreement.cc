@@ -1,5 +1,6 @@
 #include "aggregator/call_agreement.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -7,7 +8,9 @@
 
 #include "gradagg/errors.h"
 #include "mpi_glue/agreement.h"
+#include "mpi_glue/deadline.h"
 #include "mpi_glue/mpi_error.h"
+#include "mpi_glue/roll_call.h"
 
 namespace gradagg {
 namespace {
@@ -39,10 +42,25 @@ double DoubleOf(uint64_t bits) {
   return value;
 }
 
-std::vector<uint64_t> AllGather(MPI_Comm world, const std::vector<uint64_t>& mine, int size) {
-  std::vector<uint64_t> all(mine.size() * static_cast<size_t>(size));
-  GRADAGG_MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_UINT64_T, all.data(),
-                                  static_cast<int>(mine.size()), MPI_UINT64_T, world));
+// MPI_Allgather that gives up at the deadline and then names, through a roll call, the ranks that never came.
+std::vector<uint64_t> AllGather(MPI_Comm world, const std::vector<uint64_t>& mine, int size, double timeoutSeconds) {
+  // On the heap: a collective that timed out may still complete when the missing rank comes back, so its buffers
+  // are left to it (a leak on the way to ending the job) rather than freed under it.
+  auto* buffers = new std::vector<uint64_t>(mine.size() * (static_cast<size_t>(size) + 1));
+  std::copy(mine.begin(), mine.end(), buffers->begin());
+  uint64_t* gathered = buffers->data() + mine.size();
+  std::vector<MPI_Request> request(1, MPI_REQUEST_NULL);
+  GRADAGG_MPI_CHECK(MPI_Iallgather(buffers->data(), static_cast<int>(mine.size()), MPI_UINT64_T, gathered,
+                                   static_cast<int>(mine.size()), MPI_UINT64_T, world, request.data()));
+  if (!WaitAllBefore(Deadline(timeoutSeconds), request)) {
+    const std::vector<int> absent = AbsentRanks(world, std::min(timeoutSeconds / 2.0, 10.0));
+    throw TimeoutError("AggregateGradients: waited " + std::to_string(static_cast<int>(timeoutSeconds)) +
+                       " s (GRADAGG_TIMEOUT) in the call agreement for " +
+                       (absent.empty() ? std::string("ranks that came too late") : DescribeWorldRanks(world, absent)) +
+                       ", which did not call AggregateGradients (stopped, or gone) (" + RankAndHost() + ")");
+  }
+  std::vector<uint64_t> all(gathered, gathered + mine.size() * static_cast<size_t>(size));
+  delete buffers;
   return all;
 }
 
@@ -71,7 +89,7 @@ uint64_t DigestOf(const BucketLayout& layout) {
 }  // namespace
 
 bool AgreeOnCall(MPI_Comm world, const BucketLayout& layout, GradientHeader* header, const std::string& localProblem,
-                 CallMemory memory) {
+                 CallMemory memory, double timeoutSeconds) {
   int rank = 0;
   int size = 1;
   GRADAGG_MPI_CHECK(MPI_Comm_rank(world, &rank));
@@ -90,7 +108,7 @@ bool AgreeOnCall(MPI_Comm world, const BucketLayout& layout, GradientHeader* hea
     mine[kSamplesWithLabel] = header->numSamplesWithLabel;
     mine[kCriterion] = BitsOf(header->criterion);
   }
-  const std::vector<uint64_t> records = AllGather(world, mine, size);
+  const std::vector<uint64_t> records = AllGather(world, mine, size, timeoutSeconds);
   for (int r = 0; r < size; ++r) {
     if (records[static_cast<size_t>(r) * kFieldCount + kProblem] != 0) {
       throw UsageError("AggregateGradients: " + AgreeOnProblem(world, localProblem));
@@ -121,7 +139,7 @@ bool AgreeOnCall(MPI_Comm world, const BucketLayout& layout, GradientHeader* hea
       evals.push_back(BitsOf(eval.errorSum));
       evals.push_back(eval.numSamples);
     }
-    const std::vector<uint64_t> allEvals = AllGather(world, evals, size);
+    const std::vector<uint64_t> allEvals = AllGather(world, evals, size, timeoutSeconds);
     for (int r = 0; r < size; ++r) {
       for (size_t i = 0; i < evalCount; ++i) {
         const uint64_t* entry = &allEvals[static_cast<size_t>(r) * 2 * evalCount + 2 * i];

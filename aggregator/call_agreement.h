@@ -20,7 +20,9 @@ namespace gradagg {
 // Ranks must also agree on where the gradients live and on the tensors' sizes (`layout`: the buckets follow them).
 enum class CallMemory : uint64_t { kHost = 0, kDevice = 1 };
 
+// With timeoutSeconds > 0, a rank that waits longer than that for the others throws TimeoutError naming the ranks
+// that never came (a roll call through rank 0 after the wait).
 bool AgreeOnCall(MPI_Comm world, const BucketLayout& layout, GradientHeader* header, const std::string& localProblem,
-                 CallMemory memory);
+                 CallMemory memory, double timeoutSeconds);
 
 }  // namespace gradagg

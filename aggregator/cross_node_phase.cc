@@ -22,7 +22,8 @@ CrossNodePhase::CrossNodePhase(MPI_Comm cross, const AggregatorOptions& options)
       position_(PositionIn(cross)),
       quantizer_(QuantizerConfigOf(options)),
       errorFeedback_(options.errorFeedback),
-      quantizeOwnStripe_(options.quantizeOwnStripe) {}
+      quantizeOwnStripe_(options.quantizeOwnStripe),
+      timeoutSeconds_(options.timeoutSeconds) {}
 
 void CrossNodePhase::Reshape(const BucketLayout& layout) {
   if (shaped_ && layout == plan_.stripe) return;
@@ -73,7 +74,7 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
 
   // 2. Send each owner its part; sum the parts of ours in source-node order.
   const ExchangeMessages scatter = plan_.Scatter(stripeWire, received, Words(plan_.ownWireBytes) * sizeof(uint32_t));
-  ExchangeInRankOrder(cross_, kScatterTag, scatter.sends, scatter.receives, [&](int sourceRank) {
+  const auto sumInOrder = [&](int sourceRank) {
     Stopwatch decodeClock;
     const auto source = static_cast<size_t>(sourceRank);
     float* sum = ownSum_.data();
@@ -90,7 +91,9 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
       }
     }
     decodeSeconds += decodeClock.Lap();
-  });
+  };
+  ExchangeInRankOrder(cross_, kScatterTag, scatter.sends, scatter.receives, sumInOrder, kDefaultMaxMessageBytes,
+                      timeoutSeconds_, "phase 2, the quantized parts of our sub-stripe");
   const double scatterSeconds = clock.Lap();
 
   // 3. Re-quantize our sum with the second residual.
@@ -101,14 +104,16 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
   //    Every node decodes the same bytes, so every node counts the same non-finite buckets.
   const ExchangeMessages gather = plan_.Gather(ownWire_.data(), stripeWire);
   size_t nonFinite = 0;
-  ExchangeInRankOrder(cross_, kGatherTag, gather.sends, gather.receives, [&](int ownerRank) {
+  const auto decodeInOrder = [&](int ownerRank) {
     Stopwatch decodeClock;
     const auto owner = static_cast<size_t>(ownerRank);
     const void* part =
         owner == position_.node ? static_cast<const void*>(ownWire_.data()) : gather.receives[owner].data;
     nonFinite += quantizer_.Decode(part, layouts[owner], stripe + plan_.subStripes[owner].begin);
     decodeSeconds += decodeClock.Lap();
-  });
+  };
+  ExchangeInRankOrder(cross_, kGatherTag, gather.sends, gather.receives, decodeInOrder, kDefaultMaxMessageBytes,
+                      timeoutSeconds_, "phase 2, the all-gather of the owners' quantized sums");
   const double gatherSeconds = clock.Lap();
 
   lastBytesSent_ = plan_.bytesSent;

@@ -44,6 +44,7 @@ class CrossNodePhase {
   Quantizer quantizer_;
   bool errorFeedback_;
   bool quantizeOwnStripe_;
+  double timeoutSeconds_;
 
   bool shaped_ = false;
   ExchangePlan plan_;

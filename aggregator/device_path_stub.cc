@@ -11,12 +11,8 @@ std::string DeviceGradientProblem(const std::vector<DeviceGradient>&, int) {
   return std::string(kNoCuda) + " (rebuild where nvcc is found)";
 }
 
-std::unique_ptr<DevicePath> MakeDevicePath(const NodeTopology&, const AggregatorOptions&) {
-  throw UsageError(kNoCuda);
-}
+std::unique_ptr<DevicePath> MakeDevicePath(const NodeTopology&, const AggregatorOptions&) { throw UsageError(kNoCuda); }
 
-std::unique_ptr<DeviceHandoff> MakeDeviceHandoff() {
-  throw UsageError(kNoCuda);
-}
+std::unique_ptr<DeviceHandoff> MakeDeviceHandoff() { throw UsageError(kNoCuda); }
 
 }  // namespace gradagg

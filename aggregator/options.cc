@@ -1,6 +1,7 @@
 #include "gradagg/options.h"
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <string>
 
@@ -15,12 +16,27 @@ const char* Lookup(const char* name) {
   return value != nullptr && *value != '\0' ? value : nullptr;
 }
 
-long long ParseInteger(const char* name, const char* text) {
+// An integer in [lowest, highest]; anything else is a UsageError naming the variable (never a silent truncation).
+long long ParseInteger(const char* name, const char* text, long long lowest = INT_MIN, long long highest = INT_MAX) {
   errno = 0;
   char* end = nullptr;
   const long long value = std::strtoll(text, &end, 10);
   if (errno != 0 || end == text || *end != '\0') {
     throw UsageError(std::string(name) + "=" + text + " is not an integer");
+  }
+  if (value < lowest || value > highest) {
+    throw UsageError(std::string(name) + "=" + text + " is out of range (" + std::to_string(lowest) + " to " +
+                     std::to_string(highest) + ")");
+  }
+  return value;
+}
+
+double ParseSeconds(const char* name, const char* text) {
+  errno = 0;
+  char* end = nullptr;
+  const double value = std::strtod(text, &end);
+  if (errno != 0 || end == text || *end != '\0' || !(value >= 0.0) || value > 1e9) {
+    throw UsageError(std::string(name) + "=" + text + " is not a number of seconds (0 = no limit)");
   }
   return value;
 }
@@ -47,7 +63,7 @@ MpiTransport ParseTransport(const char* text) {
 AggregatorOptions ApplyEnvironment(AggregatorOptions options) {
   if (const char* text = Lookup("GRADAGG_BITS")) options.bits = static_cast<int>(ParseInteger("GRADAGG_BITS", text));
   if (const char* text = Lookup("GRADAGG_BUCKET")) {
-    const long long bucket = ParseInteger("GRADAGG_BUCKET", text);
+    const long long bucket = ParseInteger("GRADAGG_BUCKET", text, LLONG_MIN, LLONG_MAX);
     if (bucket <= 0) throw UsageError(std::string("GRADAGG_BUCKET=") + text + " must be positive");
     options.bucketSize = static_cast<size_t>(bucket);
   }
@@ -65,13 +81,14 @@ AggregatorOptions ApplyEnvironment(AggregatorOptions options) {
   }
   if (const char* text = Lookup("GRADAGG_CUDA_AWARE_MPI")) options.transport = ParseTransport(text);
   if (const char* text = Lookup("GRADAGG_STAGING_CHUNK")) {
-    const long long bytes = ParseInteger("GRADAGG_STAGING_CHUNK", text);
+    const long long bytes = ParseInteger("GRADAGG_STAGING_CHUNK", text, LLONG_MIN, LLONG_MAX);
     if (bytes <= 0) throw UsageError(std::string("GRADAGG_STAGING_CHUNK=") + text + " must be positive");
     options.stagingChunkBytes = static_cast<size_t>(bytes);
   }
   if (const char* text = Lookup("GRADAGG_DOUBLE_BUFFERED")) {
     options.doubleBuffered = ParseSwitch("GRADAGG_DOUBLE_BUFFERED", text);
   }
+  if (const char* text = Lookup("GRADAGG_TIMEOUT")) options.timeoutSeconds = ParseSeconds("GRADAGG_TIMEOUT", text);
   if (const char* text = Lookup("GRADAGG_TIMING")) options.timing = ParseSwitch("GRADAGG_TIMING", text);
   if (const char* text = Lookup("GRADAGG_TRACE")) {
     options.traceLevel = static_cast<int>(ParseInteger("GRADAGG_TRACE", text));
@@ -96,6 +113,10 @@ void Validate(const AggregatorOptions& options) {
                      std::to_string(options.stagingChunkBytes));
   }
   if (options.traceLevel < 0) throw UsageError("trace level must be >= 0, not " + std::to_string(options.traceLevel));
+  if (!(options.timeoutSeconds >= 0.0)) {
+    throw UsageError("timeout must be 0 (no limit) or a positive number of seconds, not " +
+                     std::to_string(options.timeoutSeconds));
+  }
 }
 
 const char* ToString(MpiTransport transport) {
@@ -117,8 +138,9 @@ std::string Describe(const AggregatorOptions& options) {
          " ranks_per_node=" + (options.ranksPerNode == 0 ? std::string("host") : std::to_string(options.ranksPerNode)) +
          " cuda_aware_mpi=" + ToString(options.transport) +
          " staging_chunk=" + std::to_string(options.stagingChunkBytes) +
-         " double_buffered=" + OnOff(options.doubleBuffered) + " timing=" + OnOff(options.timing) +
-         " trace=" + std::to_string(options.traceLevel);
+         " double_buffered=" + OnOff(options.doubleBuffered) +
+         " timeout=" + std::to_string(static_cast<long long>(options.timeoutSeconds)) +
+         "s timing=" + OnOff(options.timing) + " trace=" + std::to_string(options.traceLevel);
 }
 
 }  // namespace gradagg

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "gradagg/errors.h"
+#include "mpi_glue/deadline.h"
 #include "mpi_glue/mpi_error.h"
 
 namespace gradagg {
@@ -31,7 +33,8 @@ void DrainQuietly(std::vector<MPI_Request>& requests) {
 
 void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends,
                          const std::vector<ReceiveBuffer>& receives, const std::function<void(int)>& onReady,
-                         size_t maxMessageBytes) {
+                         size_t maxMessageBytes, double timeoutSeconds, const char* what) {
+  const Deadline deadline(timeoutSeconds);
   int rank = 0;
   int size = 0;
   GRADAGG_MPI_CHECK(MPI_Comm_rank(comm, &rank));
@@ -69,6 +72,20 @@ void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
     });
   }
 
+  // Past the deadline: name whom we still wait for, give up on the requests (never wait on them again), throw.
+  auto timeOut = [&](const char* waitingFor) {
+    std::vector<int> missing;
+    for (int peer = 0; peer < size; ++peer) {
+      if (chunksLeft[static_cast<size_t>(peer)] > 0) missing.push_back(peer);
+    }
+    AbandonRequests(receiveRequests);
+    AbandonRequests(sendRequests);
+    throw TimeoutError(std::string(what) + ": waited " + std::to_string(static_cast<int>(timeoutSeconds)) +
+                       " s (GRADAGG_TIMEOUT) for " + waitingFor +
+                       (missing.empty() ? std::string() : " " + DescribeWorldRanks(comm, missing)) +
+                       "; that rank stopped calling, or its node is gone (" + RankAndHost() + ")");
+  };
+
   // 3. Completion-driven, consumed in rank order.
   int nextReady = 0;
   auto releaseReadyPrefix = [&] {
@@ -79,7 +96,8 @@ void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
     for (size_t done = 0; done < receiveRequests.size(); ++done) {
       int index = MPI_UNDEFINED;
       MPI_Status status;
-      const int result = MPI_Waitany(static_cast<int>(receiveRequests.size()), receiveRequests.data(), &index, &status);
+      int result = MPI_SUCCESS;
+      if (!WaitAnyBefore(deadline, receiveRequests, &index, &status, &result)) timeOut("the messages of");
       if (result != MPI_SUCCESS && index != MPI_UNDEFINED) {
         const PendingReceive& failed = receiveInfo[static_cast<size_t>(index)];
         throw std::runtime_error("receive from rank " + std::to_string(failed.peer) +
@@ -105,7 +123,7 @@ void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
   }
 
   // 4. Our sends must be done before the caller may touch the send buffers.
-  GRADAGG_MPI_CHECK(MPI_Waitall(static_cast<int>(sendRequests.size()), sendRequests.data(), MPI_STATUSES_IGNORE));
+  if (!WaitAllBefore(deadline, sendRequests)) timeOut("its sends to be taken (the peers' receives)");
 }
 
 }  // namespace gradagg

@@ -34,8 +34,12 @@ inline constexpr size_t kDefaultMaxMessageBytes = size_t{1} << 30;
 //   4. Returns when every receive and send has completed.
 // A message of another size than expected throws MpiError / std::runtime_error naming the peer. If onReady throws,
 // all traffic is completed before the exception leaves, so no buffer is written after return.
+// With timeoutSeconds > 0, a round still incomplete after that long throws TimeoutError naming the ranks (of
+// MPI_COMM_WORLD) it still waits for and `what`; its receives are cancelled and its requests abandoned, so the
+// exchange (and whoever owns its buffers) must not be used again.
 void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends,
                          const std::vector<ReceiveBuffer>& receives, const std::function<void(int)>& onReady,
-                         size_t maxMessageBytes = kDefaultMaxMessageBytes);
+                         size_t maxMessageBytes = kDefaultMaxMessageBytes, double timeoutSeconds = 0.0,
+                         const char* what = "an ordered exchange");
 
 }  // namespace gradagg

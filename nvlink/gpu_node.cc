@@ -122,7 +122,7 @@ GpuNode::GpuNode(MPI_Comm node, const GpuNodeConfig& config) : config_(config), 
     peers_ = std::make_unique<nvlink::PeerGroup>(
         me, names, [nodeComm](const std::vector<char>& mine) { return AllGatherBytes(nodeComm, mine); }, config_.group);
   } else {
-    hostTwin_ = std::make_unique<SharedWindowPhase>(node_.get());
+    hostTwin_ = std::make_unique<SharedWindowPhase>(node_.get(), config_.group.timeoutSeconds);
   }
 }
 

@@ -21,6 +21,9 @@ class IntraNodePhase {
   // Phase 3, collective over the node. Local rank l passes its aggregated stripe (shards[l].count elements); every
   // rank receives every local rank's stripe at that rank's shard of `gradient`.
   virtual void AllGather(const float* stripe, const std::vector<ElementRange>& shards, const FlatBuffers& gradient) = 0;
+  // Local: the node's ranks are out of step (a call failed here, or this rank is unwinding an exception), so the
+  // destructor must not free collectively what it would otherwise: it leaves that to MPI_Finalize or MPI_Abort.
+  virtual void Abandon() noexcept {}
 };
 
 }  // namespace gradagg

@@ -1,9 +1,13 @@
 #include "nvlink/shared_window_phase.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <exception>
 #include <stdexcept>
 
+#include "gradagg/errors.h"
+#include "mpi_glue/deadline.h"
 #include "mpi_glue/mpi_error.h"
 
 namespace gradagg {
@@ -14,28 +18,51 @@ constexpr size_t kReduceBlock = 16384;
 
 }  // namespace
 
-SharedWindowPhase::SharedWindowPhase(MPI_Comm node) : node_(node) {
+SharedWindowPhase::SharedWindowPhase(MPI_Comm node, double timeoutSeconds)
+    : node_(node), timeoutSeconds_(timeoutSeconds) {
   GRADAGG_MPI_CHECK(MPI_Comm_rank(node_, &localRank_));
   GRADAGG_MPI_CHECK(MPI_Comm_size(node_, &localSize_));
 }
 
-SharedWindowPhase::~SharedWindowPhase() { FreeWindow(); }
+SharedWindowPhase::~SharedWindowPhase() {
+  // Unwinding: the node's other ranks may be inside their next call, where MPI_Win_free would wait for them for ever.
+  if (abandoned_ || std::uncaught_exceptions() > 0) return;
+  if (!FreeWindow()) {
+    std::fprintf(stderr,
+                 "gradagg: %s: the node's other ranks did not come to free the shared window within %.0f s; "
+                 "left to MPI\n",
+                 RankAndHost().c_str(), timeoutSeconds_);
+  }
+}
 
-void SharedWindowPhase::FreeWindow() noexcept {
+bool SharedWindowPhase::FreeWindow() noexcept {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (window_ != MPI_WIN_NULL && !finalized) {
+    // MPI_Win_free waits for every rank of the node: first make sure they are all here, within the deadline.
+    std::vector<MPI_Request> barrier(1, MPI_REQUEST_NULL);
+    try {
+      GRADAGG_MPI_CHECK(MPI_Ibarrier(node_, barrier.data()));
+      if (!WaitAllBefore(Deadline(timeoutSeconds_), barrier)) {
+        AbandonRequests(barrier);
+        return false;
+      }
+    } catch (const std::exception&) {
+      return false;
+    }
     MPI_Win_unlock_all(window_);
     MPI_Win_free(&window_);
   }
   window_ = MPI_WIN_NULL;
   segments_.clear();
   capacity_ = 0;
+  return true;
 }
 
 void SharedWindowPhase::EnsureCapacity(size_t elements) {
   if (window_ != MPI_WIN_NULL && elements <= capacity_) return;
-  FreeWindow();
+  if (!FreeWindow())
+    throw TimeoutError("the node's ranks did not come to resize the shared window (" + RankAndHost() + ")");
   const size_t capacity = std::max<size_t>(elements, 1);
   float* mine = nullptr;
   GRADAGG_MPI_CHECK(MPI_Win_allocate_shared(static_cast<MPI_Aint>(capacity * sizeof(float)), sizeof(float),
@@ -92,7 +119,9 @@ void SharedWindowPhase::AllGather(const float* stripe, const std::vector<Element
 
   // 4. Publish our aggregated stripe where only we read in phase 1, then gather everyone's.
   const ElementRange mine = shards[static_cast<size_t>(localRank_)];
-  std::memcpy(segments_[static_cast<size_t>(localRank_)] + mine.begin, stripe, mine.count * sizeof(float));
+  if (mine.count > 0) {  // an empty stripe may come as a null pointer
+    std::memcpy(segments_[static_cast<size_t>(localRank_)] + mine.begin, stripe, mine.count * sizeof(float));
+  }
   NodeBarrier();
   for (int owner = 0; owner < localSize_; ++owner) {
     const ElementRange shard = shards[static_cast<size_t>(owner)];

@@ -19,20 +19,28 @@ namespace gradagg {
 
 class SharedWindowPhase : public IntraNodePhase {
  public:
-  explicit SharedWindowPhase(MPI_Comm node);  // collective over the node; does not take ownership of `node`
+  // Collective over the node; does not take ownership of `node`. Freeing the window waits at most `timeoutSeconds`
+  // (0: no limit) for the node's other ranks, and leaves it to MPI_Finalize or MPI_Abort if they do not come.
+  SharedWindowPhase(MPI_Comm node, double timeoutSeconds);
+  // Never blocks for ever: during unwinding, or after Abandon, the window is left to MPI (no collective free).
   ~SharedWindowPhase() override;
   SharedWindowPhase(const SharedWindowPhase&) = delete;
   SharedWindowPhase& operator=(const SharedWindowPhase&) = delete;
 
   void ReduceScatter(const FlatBuffers& gradient, const std::vector<ElementRange>& shards, float* stripe) override;
   void AllGather(const float* stripe, const std::vector<ElementRange>& shards, const FlatBuffers& gradient) override;
+  void Abandon() noexcept override { abandoned_ = true; }
 
  private:
   void EnsureCapacity(size_t elements);  // collective: every rank asks for the same size
-  void FreeWindow() noexcept;
+  // The collective free, after a node barrier that completes in time; returns false (the window left as it is) when
+  // it does not.
+  bool FreeWindow() noexcept;
   void NodeBarrier();  // memory barrier + process barrier + memory barrier, the shared-window idiom
 
   MPI_Comm node_;
+  double timeoutSeconds_;
+  bool abandoned_ = false;
   int localRank_ = 0;
   int localSize_ = 1;
   MPI_Win window_ = MPI_WIN_NULL;

@@ -173,6 +173,9 @@ void Apply(const po::variables_map& values, CliOptions& cli) {
   if (values.count("trace")) options.traceLevel = values["trace"].as<int>();
 
   if (cli.minBytes > cli.maxBytes) throw UsageError("--minbytes is larger than --maxbytes");
+  if (cli.minBytes == 0 && cli.maxBytes > 0)
+    throw UsageError(
+        "--minbytes 0 would measure size 0 only (each size is a multiple of the last): start at 4 or more");
   if (cli.stepFactor < 2) throw UsageError("--stepfactor must be at least 2");
   if (cli.iterations < 1) throw UsageError("--iters must be at least 1");
   if (cli.warmups < 0) throw UsageError("--warmup_iters must not be negative");

@@ -6,8 +6,11 @@
 //   4. summary, JSON, exit 0 or 1 (a failed check).
 #include <mpi.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +20,7 @@
 #include "apps/gradagg/report.h"
 #include "apps/gradagg/size_run.h"
 #include "gradagg/aggregator.h"
+#include "mpi_glue/agreement.h"
 #include "mpi_glue/mpi_environment.h"
 #include "mpi_glue/mpi_error.h"
 #include "mpi_glue/node_topology.h"
@@ -49,6 +53,23 @@ bool EveryRankHasAGpu() {
   return all != 0;
 }
 
+// --json: rank 0 writes the file at the end; find out now, on every rank alike, whether it can (UsageError if not),
+// rather than after every size has run.
+void RequireWritableJson(const std::string& path, int rank) {
+  if (path.empty()) return;
+  std::string problem;
+  if (rank == 0) {
+    const bool existed = static_cast<bool>(std::ifstream(path));
+    if (!std::ofstream(path, std::ios::app)) {
+      problem = "--json " + path + ": cannot write there (" + std::strerror(errno) + ")";
+    } else if (!existed) {
+      std::remove(path.c_str());
+    }
+  }
+  problem = AgreeOnProblem(MPI_COMM_WORLD, problem);
+  if (!problem.empty()) throw UsageError(problem);
+}
+
 int Run(const CliOptions& cli) {
   int rank = 0;
   int size = 1;
@@ -58,6 +79,7 @@ int Run(const CliOptions& cli) {
     PrintInfo(rank, size);
     return 0;
   }
+  RequireWritableJson(cli.jsonPath, rank);
   const bool onGpu = cli.device == Device::kCuda || (cli.device == Device::kAuto && EveryRankHasAGpu());
 
   Aggregator aggregator(MPI_COMM_WORLD, cli.aggregator);

@@ -44,12 +44,12 @@ void PrintPreamble(const CliOptions& cli, const std::string& topology, int ranks
 }
 
 void PrintTableHeader() {
-  std::printf("#\n# %10s %10s %5s %10s %8s %8s %12s %8s %8s %8s %8s %8s %8s %8s %10s %7s %10s %7s\n", "size",
-              "count", "type", "time", "algbw", "busbw", "wire", "compress", "#wrong", "rs", "quant", "xchg", "decode",
-              "ag", "mpi", "vs_mpi", "nccl", "vs_nccl");
-  std::printf("# %10s %10s %5s %10s %8s %8s %12s %8s %8s %8s %8s %8s %8s %8s %10s %7s %10s %7s\n", "(B)",
-              "(elements)", "", "(us)", "(GB/s)", "(GB/s)", "(B/rank)", "", "", "(us)", "(us)", "(us)", "(us)", "(us)",
-              "(us)", "", "(us)", "");
+  std::printf("#\n# %10s %10s %5s %10s %8s %8s %12s %8s %8s %8s %8s %8s %8s %8s %10s %7s %10s %7s\n", "size", "count",
+              "type", "time", "algbw", "busbw", "wire", "compress", "#wrong", "rs", "quant", "xchg", "decode", "ag",
+              "mpi", "vs_mpi", "nccl", "vs_nccl");
+  std::printf("# %10s %10s %5s %10s %8s %8s %12s %8s %8s %8s %8s %8s %8s %8s %10s %7s %10s %7s\n", "(B)", "(elements)",
+              "", "(us)", "(GB/s)", "(GB/s)", "(B/rank)", "", "", "(us)", "(us)", "(us)", "(us)", "(us)", "(us)", "",
+              "(us)", "");
 }
 
 void PrintRow(const SizeResult& row, int ranks) {
@@ -103,7 +103,8 @@ void WriteJson(const std::string& path, const CliOptions& cli, const std::string
   if (!out) throw std::runtime_error("cannot write --json file '" + path + "'");
   const AggregatorOptions& o = cli.aggregator;
   out << "{\n  \"ranks\": " << ranks << ",\n  \"topology\": \"" << topology << "\",\n  \"device\": \""
-      << (onGpu ? "cuda" : "cpu") << "\",\n  \"transport\": \"" << ToString(o.transport) << "\",\n  \"options\": {\"bits\": " << o.bits << ", \"bucket\": " << o.bucketSize
+      << (onGpu ? "cuda" : "cpu") << "\",\n  \"transport\": \"" << ToString(o.transport)
+      << "\",\n  \"options\": {\"bits\": " << o.bits << ", \"bucket\": " << o.bucketSize
       << ", \"error_feedback\": " << (o.errorFeedback ? "true" : "false")
       << ", \"mean_threshold\": " << (o.meanThreshold ? "true" : "false")
       << ", \"quantize_own_stripe\": " << (o.quantizeOwnStripe ? "true" : "false")

@@ -82,10 +82,11 @@ class Aggregator {
 
   // Collective, in the background: the same as AggregateGradients, run by the Aggregator's own thread (and, on GPUs,
   // its own stream, after what `stream` holds now), so it overlaps what the caller does next. Returns at once; leave
-  // the gradients and the header alone until the handle's Wait() returns. Every error, UsageError included, is
-  // thrown by Wait() (on every rank, as the blocking call throws it). MPI must run at MPI_THREAD_SERIALIZED or
-  // higher on every rank (UsageError otherwise), and while the call runs, other threads may call MPI only under
-  // MPI_THREAD_MULTIPLE. Not with options.doubleBuffered, which does this by itself.
+  // the gradients and the header alone until the handle's Wait() returns. Every error of the aggregation itself,
+  // UsageError included, is thrown by Wait() (on every rank, as the blocking call throws it). A call that cannot start
+  // throws from here at once: MPI below MPI_THREAD_SERIALIZED on some rank (UsageError, on every rank), an Aggregator
+  // with options.doubleBuffered (which does this by itself), or an earlier failed call. While the call runs, other
+  // threads may call MPI only under MPI_THREAD_MULTIPLE.
   PendingAggregation AggregateGradientsAsync(const std::vector<GradientBuffer>& gradients,
                                              GradientHeader* header = nullptr);
   PendingAggregation AggregateGradientsAsync(const std::vector<DeviceGradient>& gradients, CudaStream stream,

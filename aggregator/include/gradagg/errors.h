@@ -13,4 +13,12 @@ class UsageError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// A wait passed its deadline (AggregatorOptions::timeoutSeconds, GRADAGG_TIMEOUT): a peer rank stopped calling or is
+// gone. Thrown on the ranks that waited, naming whom they waited for. The Aggregator is unusable afterwards: end the
+// job (MPI_Abort), as with any error that only some ranks see.
+class TimeoutError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace gradagg

@@ -24,8 +24,10 @@ struct AggregatorOptions {
   // background thread and returns the previous step's aggregate (zeros and numSamples 0 on the first call), so the
   // aggregation overlaps the next step's computation. Needs MPI_THREAD_SERIALIZED or higher.
   bool doubleBuffered = false;
-  bool timing = false;            // GRADAGG_TIMING: measure per-phase times (LastStats)
-  int traceLevel = 0;             // GRADAGG_TRACE: 0 quiet, 1 configuration at start, 2 per-call phase times
+  // GRADAGG_TIMEOUT: seconds a rank waits in phase 2 for a peer before throwing TimeoutError naming it; 0 = for ever.
+  double timeoutSeconds = 300.0;
+  bool timing = false;  // GRADAGG_TIMING: measure per-phase times (LastStats)
+  int traceLevel = 0;   // GRADAGG_TRACE: 0 quiet, 1 configuration at start, 2 per-call phase times
 };
 
 // Returns `options` with every GRADAGG_* variable that is set applied. Throws UsageError for an unparsable value.

@@ -83,4 +83,16 @@ std::string DescribeWorldRanks(MPI_Comm comm, const std::vector<int>& ranks) {
   return text;
 }
 
+std::string ExchangeTimeoutMessage(MPI_Comm comm, const std::string& what, double seconds,
+                                   const std::vector<size_t>& left) {
+  std::vector<int> missing;
+  for (size_t peer = 0; peer < left.size(); ++peer) {
+    if (left[peer] > 0) missing.push_back(static_cast<int>(peer));
+  }
+  return what + ": waited " + std::to_string(static_cast<int>(seconds)) + " s (GRADAGG_TIMEOUT) for " +
+         (missing.empty() ? std::string("its sends to be taken")
+                          : "the messages of " + DescribeWorldRanks(comm, missing)) +
+         "; that rank stopped calling, or its node is gone (" + RankAndHost() + ")";
+}
+
 }  // namespace gradagg

@@ -37,4 +37,9 @@ void AbandonRequests(std::vector<MPI_Request>& requests) noexcept;
 // "rank 3, rank 5": ranks of `comm` named by their rank in MPI_COMM_WORLD.
 std::string DescribeWorldRanks(MPI_Comm comm, const std::vector<int>& ranks);
 
+// The text of a TimeoutError for a round of point-to-point traffic: `what` waited `seconds` for the ranks of `comm`
+// whose counts in `left` are not 0.
+std::string ExchangeTimeoutMessage(MPI_Comm comm, const std::string& what, double seconds,
+                                   const std::vector<size_t>& left);
+
 }  // namespace gradagg

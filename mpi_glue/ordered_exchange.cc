@@ -72,18 +72,11 @@ void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
     });
   }
 
-  // Past the deadline: name whom we still wait for, give up on the requests (never wait on them again), throw.
-  auto timeOut = [&](const char* waitingFor) {
-    std::vector<int> missing;
-    for (int peer = 0; peer < size; ++peer) {
-      if (chunksLeft[static_cast<size_t>(peer)] > 0) missing.push_back(peer);
-    }
+  // Past the deadline: give up on the requests (never wait on them again), name whom we still wait for, throw.
+  auto timeOut = [&] {
     AbandonRequests(receiveRequests);
     AbandonRequests(sendRequests);
-    throw TimeoutError(std::string(what) + ": waited " + std::to_string(static_cast<int>(timeoutSeconds)) +
-                       " s (GRADAGG_TIMEOUT) for " + waitingFor +
-                       (missing.empty() ? std::string() : " " + DescribeWorldRanks(comm, missing)) +
-                       "; that rank stopped calling, or its node is gone (" + RankAndHost() + ")");
+    throw TimeoutError(ExchangeTimeoutMessage(comm, what, timeoutSeconds, chunksLeft));
   };
 
   // 3. Completion-driven, consumed in rank order.
@@ -97,7 +90,7 @@ void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
       int index = MPI_UNDEFINED;
       MPI_Status status;
       int result = MPI_SUCCESS;
-      if (!WaitAnyBefore(deadline, receiveRequests, &index, &status, &result)) timeOut("the messages of");
+      if (!WaitAnyBefore(deadline, receiveRequests, &index, &status, &result)) timeOut();
       if (result != MPI_SUCCESS && index != MPI_UNDEFINED) {
         const PendingReceive& failed = receiveInfo[static_cast<size_t>(index)];
         throw std::runtime_error("receive from rank " + std::to_string(failed.peer) +
@@ -123,7 +116,7 @@ void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
   }
 
   // 4. Our sends must be done before the caller may touch the send buffers.
-  if (!WaitAllBefore(deadline, sendRequests)) timeOut("its sends to be taken (the peers' receives)");
+  if (!WaitAllBefore(deadline, sendRequests)) timeOut();
 }
 
 }  // namespace gradagg

@@ -102,7 +102,8 @@ GpuPath::GpuPath(const NodeTopology& topology, const AggregatorOptions& options)
     if (topology.rank() == 0 && transport_.forcedAgainstMpi)
       std::fprintf(stderr, "gradagg: warning: CUDA-aware MPI %s\n", transport_.why.c_str());
     cross_ = std::make_unique<DeviceCrossNodePhase>(
-        topology.cross(), options, MakeDeviceExchange(transport_.cudaAware, options.stagingChunkBytes));
+        topology.cross(), options,
+        MakeDeviceExchange(transport_.cudaAware, options.stagingChunkBytes, options.timeoutSeconds));
   }
 }
 

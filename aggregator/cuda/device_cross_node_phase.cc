@@ -116,7 +116,7 @@ void DeviceCrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, 
 
   // 2. Send each owner its part; sum the parts of ours in source-node order.
   const ExchangeMessages scatter = plan_.Scatter(stripeWire, received, ownSlotBytes_);
-  exchange_->Run(cross_, kScatterTag, scatter.sends, scatter.receives, stream, [&](int sourceRank) {
+  const auto sumInOrder = [&](int sourceRank) {
     const auto source = static_cast<size_t>(sourceRank);
     decodeTimer.Time(stream, [&] {
       if (source == position_.node && !quantizeOwnStripe_) {
@@ -136,7 +136,9 @@ void DeviceCrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, 
         quantizer_.DecodeAccumulate(part, ownLayout, sum, stream);
       }
     });
-  });
+  };
+  exchange_->Run(cross_, kScatterTag, scatter.sends, scatter.receives, stream, sumInOrder,
+                 "phase 2, the quantized parts of our sub-stripe");
   // With timing, the decodes queued by the exchange finish inside it (else they would count as the next step's).
   if (times != nullptr) GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
   const double scatterSeconds = clock.Lap();
@@ -151,14 +153,16 @@ void DeviceCrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, 
   //    the same bytes, so every node counts the same non-finite buckets.
   GRADAGG_CUDA_CHECK(cudaMemsetAsync(nonFinite, 0, sizeof *nonFinite, stream));
   const ExchangeMessages gather = plan_.Gather(ownWire_.get(), stripeWire);
-  exchange_->Run(cross_, kGatherTag, gather.sends, gather.receives, stream, [&](int ownerRank) {
+  const auto decodeInOrder = [&](int ownerRank) {
     const auto owner = static_cast<size_t>(ownerRank);
     const void* part = owner == position_.node ? ownWire_.get() : gather.receives[owner].data;
     decodeTimer.Time(stream, [&] {
       quantizer_.Decode(part, subLayouts_[owner], stripe + plan_.subStripes[owner].begin, ElementType::kFloat32, stream,
                         nonFinite);
     });
-  });
+  };
+  exchange_->Run(cross_, kGatherTag, gather.sends, gather.receives, stream, decodeInOrder,
+                 "phase 2, the all-gather of the owners' quantized sums");
   unsigned long long nonFiniteBuckets = 0;
   GRADAGG_CUDA_CHECK(
       cudaMemcpyAsync(&nonFiniteBuckets, nonFinite, sizeof nonFiniteBuckets, cudaMemcpyDeviceToHost, stream));

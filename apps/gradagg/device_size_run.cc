@@ -32,6 +32,18 @@ std::string SelectLocalGpu(MPI_Comm world) {
   return "";
 }
 
+// Whether the largest size fits on this rank's GPU: the gradient and its pristine copy, and the Aggregator's flat
+// buffer and stripe (about the gradient again), beside what the GPU has free now.
+std::string GpuMemoryProblem(uint64_t largestBytes) {
+  size_t free = 0;
+  size_t total = 0;
+  GRADAGG_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  const uint64_t need = 4 * largestBytes;
+  if (need <= free) return "";
+  return "-e " + std::to_string(largestBytes) + " bytes: the largest size needs about " + std::to_string(need >> 20) +
+         " MiB on the GPU, which has " + std::to_string(free >> 20) + " MiB free; choose a smaller -e";
+}
+
 }  // namespace
 
 struct DeviceSizeRunner::State {
@@ -92,7 +104,9 @@ struct DeviceSizeRunner::State {
 DeviceSizeRunner::DeviceSizeRunner(Aggregator& aggregator, const NodeTopology& topology, const CliOptions& cli)
     : state_(std::make_unique<State>(aggregator, topology, cli)) {
   MPI_Comm world = topology.world();
-  const std::string problem = AgreeOnProblem(world, SelectLocalGpu(world));
+  std::string problem = SelectLocalGpu(world);
+  if (problem.empty()) problem = GpuMemoryProblem(cli.maxBytes);
+  problem = AgreeOnProblem(world, problem);
   if (!problem.empty()) throw UsageError("--device cuda: " + problem);
   GRADAGG_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
   state_->path = aggregator.InitializeDevice();

@@ -17,6 +17,7 @@
 
 #include "apps/gradagg/cli_options.h"
 #include "apps/gradagg/device_size_run.h"
+#include "apps/gradagg/memory_check.h"
 #include "apps/gradagg/report.h"
 #include "apps/gradagg/size_run.h"
 #include "gradagg/aggregator.h"
@@ -81,6 +82,8 @@ int Run(const CliOptions& cli) {
   }
   RequireWritableJson(cli.jsonPath, rank);
   const bool onGpu = cli.device == Device::kCuda || (cli.device == Device::kAuto && EveryRankHasAGpu());
+  if (const std::string problem = HostMemoryProblem(MPI_COMM_WORLD, cli, onGpu); !problem.empty())
+    throw UsageError(problem);
 
   Aggregator aggregator(MPI_COMM_WORLD, cli.aggregator);
   const NodeTopology topology = NodeTopology::Discover(MPI_COMM_WORLD, cli.aggregator.ranksPerNode);

@@ -4,7 +4,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "gradagg/errors.h"
 #include "gradagg/options.h"
+#include "mpi_glue/deadline.h"
 #include "mpi_glue/mpi_error.h"
 #include "quantize/cuda/cuda_error.h"
 #include "quantize/cuda/device_memory.h"
@@ -22,25 +24,30 @@ void CheckShape(MPI_Comm comm, const std::vector<SendBuffer>& sends, const std::
 
 class CudaAwareExchange final : public DeviceExchange {
  public:
+  explicit CudaAwareExchange(double timeoutSeconds) : timeoutSeconds_(timeoutSeconds) {}
   void Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends, const std::vector<ReceiveBuffer>& receives,
-           cudaStream_t stream, const std::function<void(int)>& onReady) override {
+           cudaStream_t stream, const std::function<void(int)>& onReady, const char* what) override {
     GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));  // the sends' contents are complete
-    ExchangeInRankOrder(comm, tag, sends, receives, onReady);
+    ExchangeInRankOrder(comm, tag, sends, receives, onReady, kDefaultMaxMessageBytes, timeoutSeconds_, what);
     GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
   const char* name() const override { return "CUDA-aware MPI (device buffers)"; }
+
+ private:
+  double timeoutSeconds_;
 };
 
 class StagedExchange final : public DeviceExchange {
  public:
-  explicit StagedExchange(size_t chunkBytes)
-      : chunkBytes_(std::clamp<size_t>(chunkBytes, kMinStagingChunkBytes, static_cast<size_t>(INT32_MAX))) {}
+  StagedExchange(size_t chunkBytes, double timeoutSeconds)
+      : chunkBytes_(std::clamp<size_t>(chunkBytes, kMinStagingChunkBytes, static_cast<size_t>(INT32_MAX))),
+        timeoutSeconds_(timeoutSeconds) {}
   ~StagedExchange() override {
     for (cudaEvent_t event : events_) cudaEventDestroy(event);
   }
 
   void Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends, const std::vector<ReceiveBuffer>& receives,
-           cudaStream_t stream, const std::function<void(int)>& onReady) override;
+           cudaStream_t stream, const std::function<void(int)>& onReady, const char* what) override;
   const char* name() const override { return "staged through pinned host memory"; }
 
  private:
@@ -60,6 +67,7 @@ class StagedExchange final : public DeviceExchange {
   cudaEvent_t Event(size_t index);
 
   size_t chunkBytes_;
+  double timeoutSeconds_;
   std::unique_ptr<char, CudaFreeHost> pinned_;
   size_t pinnedBytes_ = 0;
   std::vector<cudaEvent_t> events_;
@@ -88,7 +96,7 @@ cudaEvent_t StagedExchange::Event(size_t index) {
 
 void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends,
                          const std::vector<ReceiveBuffer>& receives, cudaStream_t stream,
-                         const std::function<void(int)>& onReady) {
+                         const std::function<void(int)>& onReady, const char* what) {
   int rank = 0, size = 0;
   CheckShape(comm, sends, receives, rank, size);
 
@@ -153,10 +161,12 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
   auto releaseReadyPrefix = [&] {
     while (nextReady < size && chunksLeft[static_cast<size_t>(nextReady)] == 0) onReady(nextReady++);
   };
+  const Deadline deadline(timeoutSeconds_);
   try {
     releaseReadyPrefix();
     size_t nextChunk = 0, arrived = 0;
     while (nextChunk < chunks.size() || arrived < receiveRequests.size()) {
+      if (deadline.Passed()) throw TimeoutError(ExchangeTimeoutMessage(comm, what, timeoutSeconds_, chunksLeft));
       while (nextChunk < chunks.size()) {
         const cudaError_t status = cudaEventQuery(events_[nextChunk]);
         if (status == cudaErrorNotReady) break;
@@ -187,6 +197,11 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
       releaseReadyPrefix();
     }
     releaseReadyPrefix();
+  } catch (const TimeoutError&) {
+    // The peers are not coming: wait on nothing of theirs again (receives cancelled, every handle freed).
+    AbandonRequests(receiveRequests);
+    AbandonRequests(sendRequests);
+    throw;
   } catch (...) {
     // Nothing may write the pinned pool later: cancel what has not arrived; sends already posted complete in MPI.
     for (MPI_Request& request : receiveRequests)
@@ -198,15 +213,18 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
   }
 
   // 4. The pool is reused by the next call: every send and every host-to-device copy must be finished.
-  GRADAGG_MPI_CHECK(MPI_Waitall(static_cast<int>(sendRequests.size()), sendRequests.data(), MPI_STATUSES_IGNORE));
+  if (!WaitAllBefore(deadline, sendRequests)) {
+    AbandonRequests(sendRequests);
+    throw TimeoutError(ExchangeTimeoutMessage(comm, what, timeoutSeconds_, std::vector<size_t>(chunksLeft.size(), 0)));
+  }
   GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 }  // namespace
 
-std::unique_ptr<DeviceExchange> MakeDeviceExchange(bool cudaAware, size_t chunkBytes) {
-  if (cudaAware) return std::make_unique<CudaAwareExchange>();
-  return std::make_unique<StagedExchange>(chunkBytes);
+std::unique_ptr<DeviceExchange> MakeDeviceExchange(bool cudaAware, size_t chunkBytes, double timeoutSeconds) {
+  if (cudaAware) return std::make_unique<CudaAwareExchange>(timeoutSeconds);
+  return std::make_unique<StagedExchange>(chunkBytes, timeoutSeconds);
 }
 
 }  // namespace gradagg

@@ -28,15 +28,16 @@ namespace gradagg {
 class DeviceExchange {
  public:
   virtual ~DeviceExchange() = default;
-  // As ExchangeInRankOrder, with every buffer in device memory. A send buffer may serve several peers.
+  // As ExchangeInRankOrder, with every buffer in device memory. A send buffer may serve several peers. Past the
+  // exchange's timeout it throws TimeoutError naming `what` and the ranks it waits for, as ExchangeInRankOrder does.
   virtual void Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends,
                    const std::vector<ReceiveBuffer>& receives, cudaStream_t stream,
-                   const std::function<void(int)>& onReady) = 0;
+                   const std::function<void(int)>& onReady, const char* what) = 0;
   virtual const char* name() const = 0;
 };
 
 // cudaAware: the CUDA-aware transport; else the staged one with chunks of `chunkBytes` (at least
-// kMinStagingChunkBytes).
-std::unique_ptr<DeviceExchange> MakeDeviceExchange(bool cudaAware, size_t chunkBytes);
+// kMinStagingChunkBytes). Waits end after `timeoutSeconds` (0: never).
+std::unique_ptr<DeviceExchange> MakeDeviceExchange(bool cudaAware, size_t chunkBytes, double timeoutSeconds);
 
 }  // namespace gradagg

@@ -125,7 +125,10 @@ Aggregator::~Aggregator() {
   if (impl_->pending) impl_->pending->WaitUntilDone();  // a destructor never throws: its error goes unreported
   // Out of step with the node's other ranks (a failed call, or an exception passing through): free nothing
   // collectively, so destruction cannot wait for ranks that are elsewhere.
-  if (!impl_->failure.empty() || std::uncaught_exceptions() > 0) impl_->intraNode->Abandon();
+  if (!impl_->failure.empty() || std::uncaught_exceptions() > 0) {
+    impl_->intraNode->Abandon();
+    if (impl_->device) impl_->device->Abandon();
+  }
 }
 
 void Aggregator::AggregateGradients(float* gradient, size_t count, GradientHeader* header) {

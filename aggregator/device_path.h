@@ -27,6 +27,9 @@ class DevicePath {
   virtual void RegisterBuffer(void* data, size_t bytes) = 0;
   virtual void DeregisterBuffer(void* data) = 0;
   virtual void ResetResiduals() = 0;
+  // Local: the ranks are out of step (a failed call, an exception passing), so destruction must free nothing that
+  // waits for peers; what peers may still map is left to the process's end.
+  virtual void Abandon() noexcept = 0;
   virtual int device() const = 0;
   // "GPU 0 (0000:18:00.0); node: one NVLink group of 4; inter-node transport: staged through ... (auto: ...)".
   virtual std::string Describe() const = 0;

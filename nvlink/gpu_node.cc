@@ -156,6 +156,17 @@ GpuNode::~GpuNode() {
   node_.Release();   // the abandoned barrier still refers to it
 }
 
+void GpuNode::Abandon() noexcept {
+  if (hostTwin_) hostTwin_->Abandon();
+  if (!peers_) return;
+  try {
+    peers_->UnmapPeers();
+  } catch (...) {  // the GPU may have failed already; nothing more to undo here
+  }
+  peers_.release();  // leaked on purpose: peers may still map this rank's memory
+  node_.Release();
+}
+
 void GpuNode::Register(void* buffer, size_t bytes) {
   if (fullyConnected()) peers_->Register(buffer, bytes);
 }

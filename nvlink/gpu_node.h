@@ -46,6 +46,9 @@ class GpuNode {
   // Collective over `node` (one rank per GPU; each rank's current device is its GPU). Keeps its own duplicate.
   GpuNode(MPI_Comm node, const GpuNodeConfig& config);
   ~GpuNode();
+  // Local: the node's ranks are out of step (a failed call, an exception passing). Unmaps the peers' memory and
+  // leaves this rank's own (which peers may still map) to the process's end: destruction then waits for no one.
+  void Abandon() noexcept;
 
   int localRank() const { return node_.rank(); }
   int localRanks() const { return node_.size(); }

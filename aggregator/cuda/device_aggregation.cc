@@ -39,7 +39,13 @@ namespace {
 class GpuPath final : public DevicePath {
  public:
   GpuPath(const NodeTopology& topology, const AggregatorOptions& options);
-  ~GpuPath() override { ReleaseBuffers(); }
+  ~GpuPath() override {
+    if (!abandoned_) ReleaseBuffers();
+  }
+  void Abandon() noexcept override {
+    abandoned_ = true;
+    if (node_) node_->Abandon();
+  }
 
   void Aggregate(const std::vector<DeviceGradient>& gradients, const BucketLayout& layout, bool contributes,
                  CudaStream stream, AggregationStats& stats) override;
@@ -75,6 +81,7 @@ class GpuPath final : public DevicePath {
   std::unique_ptr<GpuNode> node_;                // more than one rank per node
   std::unique_ptr<DeviceCrossNodePhase> cross_;  // more than one node
 
+  bool abandoned_ = false;
   bool shaped_ = false;
   BucketLayout layout_;
   std::vector<ElementRange> shards_;

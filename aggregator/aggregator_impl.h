@@ -24,8 +24,7 @@ namespace gradagg {
 struct DoubleBuffer {
   int filling = 0;
   bool resultWaiting = false;  // the other slot's aggregation was started and its result not handed out yet
-  size_t elements[2] = {};
-  BucketLayout layouts[2];
+  BucketLayout layouts[2];  // each slot's tensors
   GradientHeader headers[2];
   bool hasHeader[2] = {};
   std::vector<float> hostSlots[2];

@@ -118,7 +118,6 @@ void Aggregator::Impl::DoubleBufferedCall(const std::vector<GradientBuffer>& gra
   std::vector<float>& capture = buffered.hostSlots[slot];
   capture.resize(flat.size());
   flat.CopyOut({0, flat.size()}, capture.data());
-  buffered.elements[slot] = flat.size();
   buffered.layouts[slot] = LayoutOf(gradients, options);
   CaptureHeader(slot, header);
 
@@ -132,7 +131,7 @@ void Aggregator::Impl::DoubleBufferedCall(const std::vector<GradientBuffer>& gra
   } else {
     if (waiting && !fits && problem.empty())
       problem = "a double-buffered call with " + std::to_string(flat.size()) + " elements follows one with " +
-                std::to_string(buffered.elements[previous]) +
+                std::to_string(buffered.layouts[previous].elements()) +
                 " (or other tensor sizes, or a header only one of them has); flush first";
     flat.Zero();
     if (header != nullptr) *header = ZeroedLike(*header);
@@ -187,9 +186,9 @@ bool Aggregator::FlushDoubleBuffer(const std::vector<GradientBuffer>& gradients,
   const int slot = 1 - buffered.filling;
   std::string problem;
   const FlatBuffers flat = FlattenHostGradients(gradients, &problem);
-  if (problem.empty() && flat.size() != buffered.elements[slot])
+  if (problem.empty() && flat.size() != buffered.layouts[slot].elements())
     problem = "has " + std::to_string(flat.size()) + " elements, the waiting aggregate " +
-              std::to_string(buffered.elements[slot]);
+              std::to_string(buffered.layouts[slot].elements());
   if (!problem.empty()) throw UsageError("FlushDoubleBuffer: " + problem + " (" + RankAndHost() + ")");
   flat.CopyIn({0, flat.size()}, buffered.hostSlots[slot].data());
   if (header != nullptr && buffered.hasHeader[slot]) *header = buffered.headers[slot];

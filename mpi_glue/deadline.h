@@ -14,7 +14,6 @@ class Deadline {
   explicit Deadline(double seconds);
   bool Passed() const;
   bool Unlimited() const { return seconds_ <= 0.0; }
-  double seconds() const { return seconds_; }
 
  private:
   double seconds_;

@@ -8,7 +8,10 @@ namespace {
 
 class CpuModel : public Model {
  public:
-  CpuModel() : gradient_(mlp_.parameters().size()), velocity_(mlp_.parameters().size()) {
+  CpuModel()
+      : gradient_(mlp_.parameters().size()),
+        momentum_(mlp_.parameters().size()),
+        secondMoment_(mlp_.parameters().size()) {
     for (const Tensor& t : mlp_.tensors()) tensors_.host.push_back({gradient_.data() + t.offset, t.size});
   }
   CpuModel(const CpuModel&) = delete;
@@ -25,9 +28,22 @@ class CpuModel : public Model {
 
   const GradientTensors& gradient() const override { return tensors_; }
 
-  void Step(double samples, float learningRate, float momentum) override {
-    MomentumStep(mlp_.parameters(), velocity_, gradient_, samples, learningRate, momentum);
+  void CarryMomentum(const StepCoefficients& c) override {
+    if (!c.momentumInside) return;
+    for (size_t i = 0; i < gradient_.size(); ++i) gradient_[i] = CarriedGradient(c, gradient_[i], momentum_[i]);
   }
+
+  void Step(const StepCoefficients& c) override {
+    std::vector<float>& w = mlp_.parameters();
+    for (size_t i = 0; i < w.size(); ++i) UpdateParameter(c, gradient_[i], w[i], momentum_[i], secondMoment_[i]);
+  }
+
+  std::vector<float> OptimizerState() const override {
+    std::vector<float> state(momentum_);
+    state.insert(state.end(), secondMoment_.begin(), secondMoment_.end());
+    return state;
+  }
+  std::vector<float> Parameters() const override { return mlp_.parameters(); }
 
   uint64_t CountErrors(const float* images, const uint8_t* labels, size_t count) override {
     return mlp_.CountErrors(images, labels, count);
@@ -36,7 +52,8 @@ class CpuModel : public Model {
  private:
   Mlp mlp_;
   std::vector<float> gradient_;  // never reallocated: tensors_ points into it
-  std::vector<float> velocity_;
+  std::vector<float> momentum_;
+  std::vector<float> secondMoment_;  // Adam
   GradientTensors tensors_;
 };
 

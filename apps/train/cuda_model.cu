@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "model.h"
 
@@ -105,12 +106,15 @@ __global__ void ReluMaskKernel(float* delta, const float* activation, size_t n) 
   if (i < n && !(activation[i] > 0.0f)) delta[i] = 0.0f;
 }
 
-__global__ void MomentumKernel(float* parameters, float* velocity, const float* gradientSum, size_t n, float scale,
-                               float learningRate, float momentum) {
+__global__ void CarryKernel(StepCoefficients c, float* gradient, const float* momentum, size_t n) {
   const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  velocity[i] = momentum * velocity[i] + gradientSum[i] * scale;
-  parameters[i] -= learningRate * velocity[i];
+  if (i < n) gradient[i] = CarriedGradient(c, gradient[i], momentum[i]);
+}
+
+__global__ void StepKernel(StepCoefficients c, const float* sum, float* parameters, float* momentum,
+                           float* secondMoment, size_t n) {
+  const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) UpdateParameter(c, sum[i], parameters[i], momentum[i], secondMoment[i]);
 }
 
 class CudaModel : public Model {
@@ -123,7 +127,8 @@ class CudaModel : public Model {
     Check(cublasCreate(&handle_), "cublasCreate");
     const size_t n = layout_.parameters().size();
     parameters_.Resize(n);
-    velocity_.Resize(n);
+    momentum_.Resize(n);
+    secondMoment_.Resize(n);
     gradient_.Resize(n);
     // cuBLAS and the kernels run on the legacy default stream, so that is the gradient's stream too.
     for (const Tensor& t : layout_.tensors())
@@ -179,12 +184,34 @@ class CudaModel : public Model {
 
   const GradientTensors& gradient() const override { return tensors_; }
 
-  void Step(double samples, float learningRate, float momentum) override {
+  void CarryMomentum(const StepCoefficients& c) override {
+    if (!c.momentumInside) return;
     const size_t n = parameterCount();
-    const float scale = samples > 0.0 ? static_cast<float>(1.0 / samples) : 0.0f;
-    MomentumKernel<<<Blocks(n), kThreads>>>(parameters_.get(), velocity_.get(), gradient_.get(), n, scale, learningRate,
-                                            momentum);
-    CheckLaunch("MomentumKernel");
+    CarryKernel<<<Blocks(n), kThreads>>>(c, gradient_.get(), momentum_.get(), n);
+    CheckLaunch("CarryKernel");
+  }
+
+  void Step(const StepCoefficients& c) override {
+    const size_t n = parameterCount();
+    StepKernel<<<Blocks(n), kThreads>>>(c, gradient_.get(), parameters_.get(), momentum_.get(), secondMoment_.get(), n);
+    CheckLaunch("StepKernel");
+  }
+
+  std::vector<float> OptimizerState() const override {
+    std::vector<float> state(2 * parameterCount());
+    Check(cudaMemcpy(state.data(), momentum_.get(), parameterCount() * sizeof(float), cudaMemcpyDeviceToHost),
+          "cudaMemcpy momentum");
+    Check(cudaMemcpy(state.data() + parameterCount(), secondMoment_.get(), parameterCount() * sizeof(float),
+                     cudaMemcpyDeviceToHost),
+          "cudaMemcpy second moment");
+    return state;
+  }
+
+  std::vector<float> Parameters() const override {
+    std::vector<float> values(parameterCount());
+    Check(cudaMemcpy(values.data(), parameters_.get(), values.size() * sizeof(float), cudaMemcpyDeviceToHost),
+          "cudaMemcpy parameters");
+    return values;
   }
 
   uint64_t CountErrors(const float* images, const uint8_t* labels, size_t count) override {
@@ -253,7 +280,7 @@ class CudaModel : public Model {
 
   Mlp layout_;  // sizes and tensor offsets only
   cublasHandle_t handle_ = nullptr;
-  DeviceArray<float> parameters_, velocity_, gradient_, input_, delta_, nextDelta_;
+  DeviceArray<float> parameters_, momentum_, secondMoment_, gradient_, input_, delta_, nextDelta_;
   DeviceArray<float> activations_[kLayers];
   DeviceArray<uint8_t> labels_, wrong_;
   DeviceArray<double> loss_;

@@ -7,8 +7,10 @@
 //   2. per step, each rank takes its slice of the global batch (a fixed shuffle per epoch), backpropagates, and
 //      AggregateGradients sums the six gradient tensors (in host memory, or on the GPU with --device cuda) and the
 //      header (loss, samples, errors) over all ranks;
-//   3. momentum SGD on sum / aggregated numSamples (CNTK's rule); with --stale, the Aggregator's double-buffered
-//      mode: step t applies step t-1's sum, aggregated in the background during step t's computation;
+//   3. the optimizer (optimizer.h) on sum / aggregated numSamples (CNTK's rule). By default the momentum travels
+//      inside the aggregation: each rank adds beta * m to its gradient before the call and takes the aggregate as
+//      its new m (--aggregate gradient applies the momentum after instead). With --stale, the Aggregator's
+//      double-buffered mode: step t applies step t-1's sum, aggregated in the background during step t's computation;
 //   4. after each epoch: train loss, test accuracy (each rank scores a slice), compute vs aggregation time.
 #include <gradagg/aggregator.h>
 #include <mpi.h>
@@ -24,9 +26,11 @@
 #include <string>
 #include <vector>
 
+#include "aggregation_probe.h"
 #include "idx_reader.h"
 #include "mlp.h"
 #include "model.h"
+#include "optimizer.h"
 
 namespace gradagg::train {
 namespace {
@@ -38,12 +42,16 @@ struct Options {
   std::string device = "cpu";
   int epochs = 10;
   size_t batch = 64;  // per rank
-  // 1-bit SGD (error feedback repays each step's error over later steps) falls behind float32 as momentum grows:
-  // at 10 epochs 0.22 points behind with momentum 0, 0.84 with 0.5, and it diverges at 0.9 with lr 0.05
-  // (bench/NOTES.md). So plain SGD is the default; --momentum is there for float32 runs and experiments.
-  float learningRate = 0.1f;
-  float momentum = 0.0f;
+  OptimizerSettings optimizer;
+  ScheduleSettings schedule;
+  std::string optimizerName = "momentum";
+  std::string scheduleName = "constant";
+  std::string aggregate = "auto";  // what goes through AggregateGradients: momentum, gradient, auto
+  double warmupEpochs = 0.0;
+  int stepEpochs = 0;
   uint64_t seed = 1;
+  std::string probe;  // --probe FILE
+  size_t probeEvery = 10;
   size_t trainSubset = 0;  // 0: all
   size_t testSubset = 0;
   std::string csv;
@@ -76,6 +84,7 @@ Dataset Load(const std::string& directory, const std::string& prefix, size_t sub
 std::string ModeName(const Options& o) {
   std::string name = o.aggregator.bits == 32 ? "float32" : std::to_string(o.aggregator.bits) + "-bit";
   if (o.aggregator.bits != 32) name += o.aggregator.errorFeedback ? " EF" : " no-EF";
+  if (o.optimizer.kind != OptimizerKind::kSgd && !o.optimizer.momentumInside) name += " momentum-after";
   return o.aggregator.doubleBuffered ? name + " stale" : name;
 }
 
@@ -88,17 +97,35 @@ bool Parse(int argc, char** argv, int rank, Options& o, int& exitCode) {
       "data", po::value(&o.data), "directory of the IDX files, plain or .gz (default Debian's dataset-fashion-mnist)")(
       "device", po::value(&o.device), "cpu or cuda (one GPU per rank, by rank within the host; default cpu)")(
       "epochs", po::value(&o.epochs), "epochs (default 10)")(
-      "batch", po::value(&o.batch), "samples per rank per step (default 64)")("lr", po::value(&o.learningRate),
-                                                                              "learning rate (default 0.1)")(
-      "momentum", po::value(&o.momentum), "momentum (default 0: see bench/NOTES.md for 1-bit with momentum)")(
-      "seed", po::value(&o.seed), "seed (default 1)")("train-subset", po::value(&o.trainSubset),
-                                                      "use the first N training images (default all)")(
+      "batch", po::value(&o.batch), "samples per rank per step (default 64)")(
+      "optimizer", po::value(&o.optimizerName), "sgd, momentum (heavy ball), nesterov, adam or adamw (default momentum)")(
+      "lr", po::value(&o.optimizer.learningRate), "peak learning rate (default 0.05)")(
+      "momentum", po::value(&o.optimizer.momentum), "momentum of momentum and nesterov; beta1 of adam (default 0.9)")(
+      "unit-gain", "momentum = beta m + (1 - beta) g instead of beta m + g (CNTK's form)")(
+      "beta2", po::value(&o.optimizer.beta2), "adam's beta2 (default 0.999)")(
+      "epsilon", po::value(&o.optimizer.epsilon), "adam's epsilon (default 1e-8)")(
+      "weight-decay", po::value(&o.optimizer.weightDecay),
+      "weight decay: L2 in the gradient; decoupled for adamw (default 0)")(
+      "schedule", po::value(&o.scheduleName), "learning rate after the warm-up: constant, step or cosine (to 0 at the "
+      "end; default constant)")("warmup-epochs", po::value(&o.warmupEpochs),
+                               "linear warm-up from lr/steps to lr over this many epochs, may be fractional (default 0)")(
+      "step-epochs", po::value(&o.stepEpochs), "step schedule: multiply the lr by --step-factor every N epochs")(
+      "step-factor", po::value(&o.schedule.stepFactor), "step schedule's factor (default 0.1)")(
+      "aggregate", po::value(&o.aggregate),
+      "what goes through AggregateGradients: momentum (beta m + g; each rank takes the aggregate as its m), gradient "
+      "(the momentum applied after), or auto: momentum, gradient with --stale (default auto)")(
+      "seed", po::value(&o.seed), "seed of the initial weights and the shuffle (default 1)")(
+      "train-subset", po::value(&o.trainSubset), "use the first N training images (default all)")(
       "test-subset", po::value(&o.testSubset), "use the first N test images (default all)")(
       "bits", po::value(&o.aggregator.bits), "bits across nodes: 1, 2, 4, 8, 32 (default 32)")(
       "no-error-feedback", "drop quantization error instead of carrying it")(
       "stale", "double-buffered: step t applies step t-1's aggregate")(
       "ranks-per-node", po::value(&o.aggregator.ranksPerNode), "emulate nodes of this many ranks (default: hosts)")(
       "csv", po::value(&o.csv), "also write one row per epoch to this CSV file")(
+      "probe", po::value(&o.probe),
+      "CPU model: write to this CSV, every --probe-every steps, the cosine between the gradient the optimizer used "
+      "and the exact one, the step's relative error and what error feedback still owes (bench/NOTES.md)")(
+      "probe-every", po::value(&o.probeEvery), "steps between --probe rows (default 10)")(
       "dump-gradients", po::value(&o.dumpGradients),
       "CPU model: rank 0 writes its own gradient before aggregation at steps 1, 100 and 1000 to PREFIX.stepN.f32 "
       "(raw float32) and the tensor lengths to PREFIX.tensors (for gradagg_quantizer_error)");
@@ -119,6 +146,20 @@ bool Parse(int argc, char** argv, int rank, Options& o, int& exitCode) {
     if (o.epochs < 1 || o.batch < 1) throw std::invalid_argument("--epochs and --batch must be at least 1");
     if (!o.dumpGradients.empty() && o.device != "cpu")
       throw std::invalid_argument("--dump-gradients works with the CPU model (--device cpu)");
+    o.optimizer.kind = ParseOptimizerKind(o.optimizerName);
+    o.schedule.kind = ParseScheduleKind(o.scheduleName);
+    o.optimizer.unitGain = values.count("unit-gain") != 0;
+    if (o.optimizer.kind == OptimizerKind::kSgd && values.count("momentum") != 0)
+      throw std::invalid_argument("--optimizer sgd takes no --momentum (use --optimizer momentum)");
+    if (o.aggregate != "auto" && o.aggregate != "momentum" && o.aggregate != "gradient")
+      throw std::invalid_argument("--aggregate must be momentum, gradient or auto, not '" + o.aggregate + "'");
+    if (o.aggregate == "momentum" && o.aggregator.doubleBuffered)
+      throw std::invalid_argument("--aggregate momentum needs each step's aggregate at once; with --stale use gradient");
+    o.optimizer.momentumInside = o.aggregate == "momentum" || (o.aggregate == "auto" && !o.aggregator.doubleBuffered);
+    if (!(o.warmupEpochs >= 0.0)) throw std::invalid_argument("--warmup-epochs must be 0 or more");
+    if (o.stepEpochs < 0) throw std::invalid_argument("--step-epochs must be 0 or more");
+    if (!o.probe.empty() && (o.device != "cpu" || o.aggregator.doubleBuffered))
+      throw std::invalid_argument("--probe works with the CPU model and without --stale");
     Validate(o.aggregator);
   } catch (const std::exception& error) {
     if (rank == 0) std::fprintf(stderr, "train: error: %s (try --help)\n", error.what());
@@ -167,6 +208,17 @@ int Run(const Options& o, int rank, int size) {
   const Dataset test = Load(o.data, "t10k", o.testSubset);
   const size_t stepsPerEpoch = train.count() / (o.batch * static_cast<size_t>(size));
   if (stepsPerEpoch == 0) throw std::invalid_argument("fewer training images than one global batch");
+  ScheduleSettings schedule = o.schedule;
+  schedule.warmupSteps = static_cast<size_t>(o.warmupEpochs * static_cast<double>(stepsPerEpoch));
+  schedule.stepEvery = static_cast<size_t>(o.stepEpochs) * stepsPerEpoch;
+  schedule.totalSteps = static_cast<size_t>(o.epochs) * stepsPerEpoch;
+  const Optimizer optimizer = [&] {
+    try {
+      return Optimizer(o.optimizer, schedule);
+    } catch (const std::invalid_argument& error) {  // the same on every rank
+      throw UsageError(error.what());
+    }
+  }();
 
   // 1. The same initial weights everywhere, on the chosen device (a GPU per rank, by rank within the host).
   MPI_Comm host = MPI_COMM_NULL;
@@ -186,23 +238,32 @@ int Run(const Options& o, int rank, int size) {
   std::vector<float> batchImages(o.batch * Mlp::kInputs);
   std::vector<uint8_t> batchLabels(o.batch);
   std::vector<size_t> order(train.count());
+  std::unique_ptr<AggregationProbe> probe;
+  if (!o.probe.empty()) {
+    probe = std::make_unique<AggregationProbe>(o.probe, o.probeEvery, optimizer.GradientScaleBeforeAggregation(), rank);
+  }
 
   std::ofstream csv;
   if (rank == 0) {
-    std::printf(
-        "# train: %s on %s, %d ranks as %d nodes x %d, %zu steps/epoch of %zu x %d samples, lr %g momentum %g\n",
-        ModeName(o).c_str(), o.device.c_str(), size, aggregator.nodeCount(), aggregator.ranksPerNode(), stepsPerEpoch,
-        o.batch, size, static_cast<double>(o.learningRate), static_cast<double>(o.momentum));
+    std::printf("# train: %s on %s, %d ranks as %d nodes x %d, %zu steps/epoch of %zu x %d samples, seed %llu\n",
+                ModeName(o).c_str(), o.device.c_str(), size, aggregator.nodeCount(), aggregator.ranksPerNode(),
+                stepsPerEpoch, o.batch, size, static_cast<unsigned long long>(o.seed));
+    std::printf("# optimizer %s, lr %g, momentum %g%s, weight decay %g, schedule %s, warm-up %zu steps; aggregated: %s\n",
+                ToString(o.optimizer.kind).c_str(), static_cast<double>(o.optimizer.learningRate),
+                static_cast<double>(optimizer.settings().momentum), o.optimizer.unitGain ? " (unit gain)" : "",
+                static_cast<double>(o.optimizer.weightDecay), ToString(schedule.kind).c_str(), schedule.warmupSteps,
+                o.optimizer.momentumInside && optimizer.settings().momentum > 0 ? "momentum" : "gradient");
     if (!devicePath.empty()) std::printf("# gradient aggregated on the GPU: %s\n", devicePath.c_str());
     std::printf("# %5s %7s %10s %9s %9s %10s %12s\n", "epoch", "steps", "train_loss", "train_err", "test_acc",
                 "compute_s", "aggregate_s");
     if (!o.csv.empty()) {
       csv.open(o.csv);
       if (!csv) throw std::runtime_error("cannot write " + o.csv);
-      csv << "mode,epoch,steps,train_loss,train_error,test_accuracy,compute_s,aggregate_s\n";
+      csv << "mode,optimizer,seed,lr,epoch,steps,train_loss,train_error,test_accuracy,compute_s,aggregate_s\n";
     }
   }
   size_t steps = 0;
+  size_t updates = 0;  // steps applied; with --stale one behind
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     std::iota(order.begin(), order.end(), size_t{0});
     std::shuffle(order.begin(), order.end(), std::mt19937_64(o.seed * 1000003 + static_cast<uint64_t>(epoch)));
@@ -222,9 +283,12 @@ int Run(const Options& o, int rank, int size) {
         batchLabels[s] = train.labels[index];
       }
       const BatchResult result = model->ComputeGradient(batchImages.data(), batchLabels.data(), o.batch);
-      compute += Seconds(start);
       if (!o.dumpGradients.empty() && rank == 0 && (steps == 0 || steps == 99 || steps == 999))
         DumpGradient(o.dumpGradients, steps + 1, gradient);
+      if (probe) probe->BeforeCarry(gradient);
+      model->CarryMomentum(optimizer.BeforeAggregation(updates, static_cast<double>(o.batch)));
+      if (probe) probe->BeforeAggregation(gradient);
+      compute += Seconds(start);
 
       start = std::chrono::steady_clock::now();
       GradientHeader header;
@@ -234,12 +298,13 @@ int Run(const Options& o, int rank, int size) {
       header.evalErrors = {{static_cast<double>(result.errors), o.batch}};
       Aggregate(aggregator, gradient, &header);
       aggregate += Seconds(start);
+      if (probe) probe->AfterAggregation(steps, gradient);
 
       // 3. The update. Double-buffered (--stale), the aggregate is the previous step's, and the first call of an
       //    epoch has none (numSamples 0).
       start = std::chrono::steady_clock::now();
       const double total = static_cast<double>(header.numSamples);
-      if (total > 0) model->Step(total, o.learningRate, o.momentum);
+      if (total > 0) model->Step(optimizer.AfterAggregation(updates++, total));
       compute += Seconds(start);
       lossSum += header.criterion;
       samples += total;
@@ -252,7 +317,7 @@ int Run(const Options& o, int rank, int size) {
     if (Flush(aggregator, gradient, &last)) {
       aggregate += Seconds(start);
       start = std::chrono::steady_clock::now();
-      model->Step(static_cast<double>(last.numSamples), o.learningRate, o.momentum);
+      model->Step(optimizer.AfterAggregation(updates++, static_cast<double>(last.numSamples)));
       compute += Seconds(start);
       lossSum += last.criterion;
       samples += static_cast<double>(last.numSamples);
@@ -284,7 +349,8 @@ int Run(const Options& o, int rank, int size) {
                   accuracy, times[0], times[1]);
       std::fflush(stdout);
       if (csv.is_open()) {
-        csv << ModeName(o) << "," << epoch << "," << steps << "," << lossSum / samples << "," << errors / samples << ","
+        csv << ModeName(o) << "," << ToString(o.optimizer.kind) << "," << o.seed << ","
+            << LearningRateAt(schedule, o.optimizer.learningRate, updates == 0 ? 0 : updates - 1) << "," << epoch << "," << steps << "," << lossSum / samples << "," << errors / samples << ","
             << accuracy << "," << times[0] << "," << times[1] << "\n";
       }
     }

@@ -135,13 +135,4 @@ uint64_t Mlp::CountErrors(const float* inputs, const uint8_t* labels, size_t cou
   return errors;
 }
 
-void MomentumStep(std::vector<float>& parameters, std::vector<float>& velocity, const std::vector<float>& gradientSum,
-                  double samples, float learningRate, float momentum) {
-  const float scale = samples > 0.0 ? static_cast<float>(1.0 / samples) : 0.0f;
-  for (size_t i = 0; i < parameters.size(); ++i) {
-    velocity[i] = momentum * velocity[i] + gradientSum[i] * scale;
-    parameters[i] -= learningRate * velocity[i];
-  }
-}
-
 }  // namespace gradagg::train

@@ -60,8 +60,4 @@ class Mlp {
   std::vector<float> nextDelta_;
 };
 
-// Momentum SGD on the aggregated gradient sum: g = sum / samples; v = momentum v + g; w -= rate v.
-void MomentumStep(std::vector<float>& parameters, std::vector<float>& velocity, const std::vector<float>& gradientSum,
-                  double samples, float learningRate, float momentum);
-
 }  // namespace gradagg::train

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "mlp.h"
+#include "optimizer_math.h"
 
 namespace gradagg::train {
 
@@ -40,8 +41,16 @@ class Model {
   // Where the gradient lives; the tensors stay the same for the model's life.
   virtual const GradientTensors& gradient() const = 0;
 
-  // Momentum SGD (see MomentumStep) on the aggregated gradient sum that gradient() now holds.
-  virtual void Step(double samples, float learningRate, float momentum) = 0;
+  // Before the aggregation: gradient() = CarriedGradient(c, gradient, momentum), element by element
+  // (optimizer_math.h); nothing changes where the momentum is applied after the aggregation.
+  virtual void CarryMomentum(const StepCoefficients& c) = 0;
+
+  // After it: UpdateParameter(c, aggregate, ...) on every parameter, gradient() holding the aggregated sum.
+  virtual void Step(const StepCoefficients& c) = 0;
+
+  // The optimizer's state (momentum, then second moment) in the parameters' layout, for tests.
+  virtual std::vector<float> OptimizerState() const = 0;
+  virtual std::vector<float> Parameters() const = 0;
 
   virtual uint64_t CountErrors(const float* images, const uint8_t* labels, size_t count) = 0;
 };

@@ -27,12 +27,13 @@ fi
 
 "$bin/gradagg_gpu_tests" --gtest_color=no --gtest_filter='CudaModel*' >"$out/cuda_model_test.txt" 2>&1
 echo "== CudaModel tests: exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/cuda_model_test.txt" | tr '\n' ' ')"
+# Plain SGD at lr 0.1, as these four modes were recorded (scripts/gpu_train_recipes.sh runs momentum and Adam).
 modes=("float32 --bits 32" "1bit_ef --bits 1" "1bit_noef --bits 1 --no-error-feedback" "1bit_ef_stale --bits 1 --stale")
 for mode in "${modes[@]}"; do
   read -r -a words <<<"$mode"
   csv="$out/train_cuda_${layout}_${words[0]}.csv"
   echo "===== ${words[0]} on $layout" >>"$out/train.txt"
   timeout 600 "${launch[@]}" -np "$ranks" "$bin/train" --device cuda --data "$bin/fashion-mnist" \
-    --ranks-per-node "$per" --epochs "$epochs" --csv "$csv" "${words[@]:1}" >>"$out/train.txt" 2>&1
+    --ranks-per-node "$per" --epochs "$epochs" --optimizer sgd --lr 0.1 --csv "$csv" "${words[@]:1}" >>"$out/train.txt" 2>&1
   echo "== train ${words[0]} $layout: exit $? $(tail -n 1 "$csv" 2>/dev/null)"
 done

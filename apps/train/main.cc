@@ -45,7 +45,8 @@ struct Options {
   OptimizerSettings optimizer;
   ScheduleSettings schedule;
   std::string optimizerName = "momentum";
-  std::string scheduleName = "constant";
+  // The default recipe: momentum 0.9 at float32's best learning rate with a cosine schedule (bench/NOTES.md).
+  std::string scheduleName = "cosine";
   std::string aggregate = "auto";  // what goes through AggregateGradients: momentum, gradient, auto
   double warmupEpochs = 0.0;
   int stepEpochs = 0;
@@ -99,7 +100,7 @@ bool Parse(int argc, char** argv, int rank, Options& o, int& exitCode) {
       "epochs", po::value(&o.epochs), "epochs (default 10)")(
       "batch", po::value(&o.batch), "samples per rank per step (default 64)")(
       "optimizer", po::value(&o.optimizerName), "sgd, momentum (heavy ball), nesterov, adam or adamw (default momentum)")(
-      "lr", po::value(&o.optimizer.learningRate), "peak learning rate (default 0.05)")(
+      "lr", po::value(&o.optimizer.learningRate), "peak learning rate (default 0.1)")(
       "momentum", po::value(&o.optimizer.momentum), "momentum of momentum and nesterov; beta1 of adam (default 0.9)")(
       "unit-gain", "momentum = beta m + (1 - beta) g instead of beta m + g (CNTK's form)")(
       "beta2", po::value(&o.optimizer.beta2), "adam's beta2 (default 0.999)")(
@@ -107,7 +108,7 @@ bool Parse(int argc, char** argv, int rank, Options& o, int& exitCode) {
       "weight-decay", po::value(&o.optimizer.weightDecay),
       "weight decay: L2 in the gradient; decoupled for adamw (default 0)")(
       "schedule", po::value(&o.scheduleName), "learning rate after the warm-up: constant, step or cosine (to 0 at the "
-      "end; default constant)")("warmup-epochs", po::value(&o.warmupEpochs),
+      "end; default cosine)")("warmup-epochs", po::value(&o.warmupEpochs),
                                "linear warm-up from lr/steps to lr over this many epochs, may be fractional (default 0)")(
       "step-epochs", po::value(&o.stepEpochs), "step schedule: multiply the lr by --step-factor every N epochs")(
       "step-factor", po::value(&o.schedule.stepFactor), "step schedule's factor (default 0.1)")(

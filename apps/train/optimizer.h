@@ -21,7 +21,7 @@ enum class ScheduleKind { kConstant, kStep, kCosine };
 
 struct OptimizerSettings {
   OptimizerKind kind = OptimizerKind::kMomentum;
-  float learningRate = 0.05f;
+  float learningRate = 0.1f;
   float momentum = 0.9f;  // heavy ball and Nesterov; Adam's beta1
   bool unitGain = false;  // m = beta m + (1 - beta) g (CNTK's form) instead of m = beta m + g
   float beta2 = 0.999f;

@@ -1,5 +1,6 @@
-// The trainer's CUDA model against its CPU model on the same parameters and batch: gradient, loss, errors and a
-// momentum step agree to float32 rounding (cuBLAS sums in another order). Skipped where no GPU is visible.
+// The trainer's CUDA model against its CPU model on the same parameters and batch: gradient, loss, errors, the
+// optimizer's carry and its step (every optimizer) agree to float32 rounding (cuBLAS sums in another order).
+// Skipped where no GPU is visible.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "model.h"
+#include "optimizer.h"
 
 namespace gradagg::train {
 namespace {
@@ -77,7 +79,7 @@ TEST(CudaModel, KeepsItsGradientOnTheGpuInTheCpuModelsLayout) {
   }
 }
 
-TEST(CudaModel, AgreesWithTheCpuModel) {
+TEST(CudaModel, AgreesWithTheCpuModelUnderEveryOptimizer) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) GTEST_SKIP() << "no CUDA device";
   std::mt19937 generator(3);
@@ -87,29 +89,44 @@ TEST(CudaModel, AgreesWithTheCpuModel) {
   for (float& p : images) p = pixel(generator) < 0.5f ? 0.0f : pixel(generator);  // sparse, like the data
   std::vector<uint8_t> labels(kCount);
   for (uint8_t& l : labels) l = static_cast<uint8_t>(generator() % Mlp::kClasses);
-
   Mlp initial;
   initial.Initialize(7);
-  const std::unique_ptr<Model> cpu = MakeCpuModel();
-  const std::unique_ptr<Model> gpu = MakeCudaModel(0);
-  cpu->SetParameters(initial.parameters());
-  gpu->SetParameters(initial.parameters());
 
-  WriteGradient(*gpu, std::vector<float>(gpu->parameterCount(), 7.0f));  // must be overwritten, not added to
-  for (int step = 0; step < 3; ++step) {
-    const BatchResult a = cpu->ComputeGradient(images.data(), labels.data(), kCount);
-    const BatchResult b = gpu->ComputeGradient(images.data(), labels.data(), kCount);
-    const std::vector<float> cpuGradient = ReadGradient(*cpu);
-    EXPECT_LT(RelativeL2(ReadGradient(*gpu), cpuGradient), 1e-4) << "step " << step;
-    EXPECT_NEAR(b.lossSum, a.lossSum, 1e-4 * a.lossSum) << "step " << step;
-    EXPECT_LE(std::abs(static_cast<long>(b.errors) - static_cast<long>(a.errors)), 1) << "step " << step;
-    WriteGradient(*gpu, cpuGradient);  // the same aggregate, as every rank applies
-    cpu->Step(kCount, 0.1f, 0.5f);
-    gpu->Step(kCount, 0.1f, 0.5f);
+  for (const OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kNesterov,
+                                   OptimizerKind::kAdam, OptimizerKind::kAdamW}) {
+    SCOPED_TRACE(ToString(kind));
+    OptimizerSettings settings;
+    settings.kind = kind;
+    settings.learningRate = kind == OptimizerKind::kAdam || kind == OptimizerKind::kAdamW ? 0.001f : 0.1f;
+    settings.weightDecay = 0.01f;
+    const Optimizer optimizer(settings, ScheduleSettings{});
+    const std::unique_ptr<Model> cpu = MakeCpuModel();
+    const std::unique_ptr<Model> gpu = MakeCudaModel(0);
+    cpu->SetParameters(initial.parameters());
+    gpu->SetParameters(initial.parameters());
+
+    WriteGradient(*gpu, std::vector<float>(gpu->parameterCount(), 7.0f));  // must be overwritten, not added to
+    for (size_t step = 0; step < 3; ++step) {
+      const BatchResult a = cpu->ComputeGradient(images.data(), labels.data(), kCount);
+      const BatchResult b = gpu->ComputeGradient(images.data(), labels.data(), kCount);
+      EXPECT_LT(RelativeL2(ReadGradient(*gpu), ReadGradient(*cpu)), 1e-4) << "step " << step;
+      EXPECT_NEAR(b.lossSum, a.lossSum, 1e-4 * a.lossSum) << "step " << step;
+      EXPECT_LE(std::abs(static_cast<long>(b.errors) - static_cast<long>(a.errors)), 1) << "step " << step;
+      cpu->CarryMomentum(optimizer.BeforeAggregation(step, kCount));
+      gpu->CarryMomentum(optimizer.BeforeAggregation(step, kCount));
+      const std::vector<float> carried = ReadGradient(*cpu);
+      EXPECT_LT(RelativeL2(ReadGradient(*gpu), carried), 1e-4) << "step " << step;
+      WriteGradient(*gpu, carried);  // the same aggregate, as every rank applies
+      cpu->Step(optimizer.AfterAggregation(step, kCount));
+      gpu->Step(optimizer.AfterAggregation(step, kCount));
+    }
+    EXPECT_LT(RelativeL2(gpu->Parameters(), cpu->Parameters()), 1e-5);
+    EXPECT_LT(RelativeL2(gpu->OptimizerState(), cpu->OptimizerState()), 1e-4);
+    EXPECT_GT(RelativeL2(cpu->Parameters(), initial.parameters()), 1e-4);  // the steps moved the weights
+    EXPECT_LE(std::abs(static_cast<long>(gpu->CountErrors(images.data(), labels.data(), kCount)) -
+                       static_cast<long>(cpu->CountErrors(images.data(), labels.data(), kCount))),
+              1);
   }
-  EXPECT_LE(std::abs(static_cast<long>(gpu->CountErrors(images.data(), labels.data(), kCount)) -
-                     static_cast<long>(cpu->CountErrors(images.data(), labels.data(), kCount))),
-            1);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #   momentum: momentum 0.9, cosine schedule, lr $MOMENTUM_LR, the momentum inside the aggregation (the default);
 #             plus 1 bit with the momentum applied after the aggregation (--aggregate gradient), the old way
 #   adam:     Adam, cosine schedule, lr $ADAM_LR
+# 1 bit runs with the trainer's default mean threshold, and again with CNTK's zero threshold (mode 1bit_zero).
 # The learning rates default to float32's best of scripts/train_lr_sweep.sh. Writes OUT_DIR/<recipe>__<mode>__seed<N>.csv,
 # then OUT_DIR/summary.md (mean and spread of the last epoch's test accuracy) and OUT_DIR/accuracy.png
 # (scripts/training_report.py). Extra arguments go to every train run (for example --device cuda).
@@ -18,7 +19,7 @@ out=${1:?usage: train_compare.sh OUT_DIR [train options]}
 shift
 mkdir -p "$out"
 . "$root/scripts/mpi_env.sh"
-: "${SGD_LR:=0.2}" "${MOMENTUM_LR:=0.05}" "${ADAM_LR:=0.001}"
+: "${SGD_LR:=0.4}" "${MOMENTUM_LR:=0.1}" "${ADAM_LR:=0.003}"
 : "${SEEDS:=1 2 3}" "${RECIPES:=sgd momentum adam}" "${BITS:=32 1 2 4 8}"
 : "${NP:=4}" "${RANKS_PER_NODE:=2}" "${EPOCHS:=10}" "${TRAIN:=$root/build/bin/train}" "${MPIRUN_ARGS:=}"
 
@@ -46,10 +47,13 @@ for seed in $SEEDS; do
     for bits in $BITS; do
       mode=$([ "$bits" = 32 ] && echo float32 || echo "${bits}bit")
       run "$recipe" "$mode" "$seed" --bits "$bits" "$@"
+      if [ "$bits" = 1 ]; then
+        run "$recipe" 1bit_zero "$seed" --bits 1 --threshold zero "$@"
+        if [ "$recipe" = momentum ]; then
+          run momentum 1bit_after "$seed" --bits 1 --threshold zero --aggregate gradient "$@"
+        fi
+      fi
     done
-    if [ "$recipe" = momentum ] && [[ " $BITS " == *" 1 "* ]]; then
-      run momentum 1bit_after "$seed" --bits 1 --aggregate gradient "$@"
-    fi
   done
 done
 python3 "$root/scripts/training_report.py" "$out"

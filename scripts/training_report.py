@@ -15,9 +15,9 @@ import statistics
 import sys
 from collections import defaultdict
 
-MODE_ORDER = ["float32", "1bit", "2bit", "4bit", "8bit", "1bit_after"]
-MODE_LABEL = {"float32": "float32", "1bit": "1 bit", "2bit": "2 bits", "4bit": "4 bits", "8bit": "8 bits",
-              "1bit_after": "1 bit, momentum after the aggregation"}
+MODE_ORDER = ["float32", "1bit", "1bit_zero", "2bit", "4bit", "8bit", "1bit_after"]
+MODE_LABEL = {"float32": "float32", "1bit": "1 bit", "1bit_zero": "1 bit, zero threshold (CNTK)", "2bit": "2 bits",
+              "4bit": "4 bits", "8bit": "8 bits", "1bit_after": "1 bit (zero), momentum after the aggregation"}
 
 
 def load(directory):

@@ -51,6 +51,7 @@ struct Options {
   double warmupEpochs = 0.0;
   int stepEpochs = 0;
   uint64_t seed = 1;
+  std::string threshold;  // --threshold zero|mean: sets aggregator.meanThreshold
   std::string probe;  // --probe FILE
   size_t probeEvery = 10;
   size_t trainSubset = 0;  // 0: all
@@ -84,6 +85,7 @@ Dataset Load(const std::string& directory, const std::string& prefix, size_t sub
 
 std::string ModeName(const Options& o) {
   std::string name = o.aggregator.bits == 32 ? "float32" : std::to_string(o.aggregator.bits) + "-bit";
+  if (o.aggregator.bits == 1) name += o.aggregator.meanThreshold ? " mean" : " zero";
   if (o.aggregator.bits != 32) name += o.aggregator.errorFeedback ? " EF" : " no-EF";
   if (o.optimizer.kind != OptimizerKind::kSgd && !o.optimizer.momentumInside) name += " momentum-after";
   return o.aggregator.doubleBuffered ? name + " stale" : name;
@@ -119,6 +121,9 @@ bool Parse(int argc, char** argv, int rank, Options& o, int& exitCode) {
       "train-subset", po::value(&o.trainSubset), "use the first N training images (default all)")(
       "test-subset", po::value(&o.testSubset), "use the first N test images (default all)")(
       "bits", po::value(&o.aggregator.bits), "bits across nodes: 1, 2, 4, 8, 32 (default 32)")(
+      "threshold", po::value(&o.threshold),
+      "1 bit: zero (CNTK's: each side of 0 decodes to its mean) or mean (each side of the bucket mean decodes to the "
+      "mean -/+ the mean absolute deviation; default mean, which measured closer to float32 with momentum)")(
       "no-error-feedback", "drop quantization error instead of carrying it")(
       "stale", "double-buffered: step t applies step t-1's aggregate")(
       "ranks-per-node", po::value(&o.aggregator.ranksPerNode), "emulate nodes of this many ranks (default: hosts)")(
@@ -130,7 +135,9 @@ bool Parse(int argc, char** argv, int rank, Options& o, int& exitCode) {
       "dump-gradients", po::value(&o.dumpGradients),
       "CPU model: rank 0 writes its own gradient before aggregation at steps 1, 100 and 1000 to PREFIX.stepN.f32 "
       "(raw float32) and the tensor lengths to PREFIX.tensors (for gradagg_quantizer_error)");
-  o.aggregator.bits = 32;  // the trainer's default; GRADAGG_* variables, then flags, override it
+  // The trainer's defaults; GRADAGG_* variables, then flags, override them.
+  o.aggregator.bits = 32;
+  o.aggregator.meanThreshold = true;
   try {
     o.aggregator = ApplyEnvironment(o.aggregator);
     po::variables_map values;
@@ -142,6 +149,11 @@ bool Parse(int argc, char** argv, int rank, Options& o, int& exitCode) {
       return false;
     }
     o.aggregator.errorFeedback = values.count("no-error-feedback") == 0;
+    if (values.count("threshold")) {
+      if (o.threshold != "zero" && o.threshold != "mean")
+        throw std::invalid_argument("--threshold must be zero or mean, not '" + o.threshold + "'");
+      o.aggregator.meanThreshold = o.threshold == "mean";
+    }
     if (values.count("stale")) o.aggregator.doubleBuffered = true;
     if (o.device != "cpu" && o.device != "cuda") throw std::invalid_argument("--device must be cpu or cuda");
     if (o.epochs < 1 || o.batch < 1) throw std::invalid_argument("--epochs and --batch must be at least 1");

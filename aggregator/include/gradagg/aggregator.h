@@ -15,7 +15,9 @@
 // own (a bucket never spans two tensors). A NaN or Inf in a gradient never poisons later calls: the bucket that holds
 // it comes out non-finite in that call's result on every rank (a loss scaler sees the overflow and skips the step),
 // the carried quantization error of that bucket keeps its value from before the call, LastStats().nonFiniteBuckets
-// counts such buckets, and the next finite call is clean. Not thread-safe: call an Aggregator from one thread. Calls
+// counts such buckets, and the next finite call is clean. With a momentum optimizer, aggregate beta * m * numSamples
+// + the gradient sum and take the result / total samples as the new momentum m (docs/DESIGN.md, "Momentum and
+// Adam"): at 1 bit, the gradient aggregated with the momentum applied afterwards diverged. Not thread-safe: call an Aggregator from one thread. Calls
 // never overlap: each one first waits for a background call still running.
 #pragma once
 

@@ -7,6 +7,7 @@
 
 #include "aggregator/aggregator_impl.h"
 #include "aggregator/call_agreement.h"
+#include "aggregator/host_cross_node_backend.h"
 #include "aggregator/partition.h"
 #include "aggregator/stopwatch.h"
 #include "mpi_glue/agreement.h"
@@ -114,7 +115,8 @@ Aggregator::Aggregator(MPI_Comm comm, const AggregatorOptions& options) : impl_(
   if (options.doubleBuffered) impl_->RequireBackground("the double-buffered mode");
   impl_->intraNode = std::make_unique<SharedWindowPhase>(impl_->topology.node(), options.timeoutSeconds);
   if (impl_->topology.nodeCount() > 1) {
-    impl_->crossNode = std::make_unique<CrossNodePhase>(impl_->topology.cross(), options);
+    impl_->crossNode =
+        std::make_unique<CrossNodePhase>(impl_->topology.cross(), options, MakeHostCrossNodeBackend(options));
   }
   if (options.traceLevel >= 1 && impl_->topology.rank() == 0) {
     std::fprintf(stderr, "# gradagg: %s; %s\n", impl_->topology.Describe().c_str(), Describe(options).c_str());

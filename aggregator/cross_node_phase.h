@@ -1,4 +1,5 @@
-// Phase 2 of docs/DESIGN.md: the 1-bit-SGD-style exchange among the ranks of equal local index on all M nodes.
+// Phase 2 of docs/DESIGN.md: the 1-bit-SGD-style exchange among the ranks of equal local index on all M nodes,
+// written once over a CrossNodeBackend (host or CUDA memory: cross_node_backend.h).
 //
 //   1. quantize the stripe (+ residual r1), one run of whole buckets per owning node;
 //   2. send sub-stripe j to node j, receive ours from every node, and sum them in source-node order
@@ -12,22 +13,23 @@
 
 #include <mpi.h>
 
-#include <cstdint>
-#include <vector>
+#include <cstddef>
+#include <memory>
 
+#include "aggregator/cross_node_backend.h"
 #include "aggregator/exchange_plan.h"
 #include "gradagg/aggregator.h"
-#include "quantize/quantizer.h"
 
 namespace gradagg {
 
 class CrossNodePhase {
  public:
   // `cross` joins one rank per node, ordered by node index; not owned.
-  CrossNodePhase(MPI_Comm cross, const AggregatorOptions& options);
+  CrossNodePhase(MPI_Comm cross, const AggregatorOptions& options, std::unique_ptr<CrossNodeBackend> backend);
 
-  // Collective over `cross`: every node passes its stripe of the same layout. On return `stripe` holds the
-  // aggregate over all nodes, bitwise the same on every node. `times` (may be null) gets the phase's times added.
+  // Collective over `cross`: every node passes its stripe (the backend's memory) of the same layout. On return
+  // `stripe` holds the aggregate over all nodes, bitwise the same on every node and on either backend. `times` (may
+  // be null) gets the phase's times added.
   void Aggregate(float* stripe, const BucketLayout& layout, PhaseTimes* times);
 
   void ResetResiduals();
@@ -35,25 +37,28 @@ class CrossNodePhase {
   size_t lastFloatBytes() const { return lastFloatBytes_; }
   // Buckets of the stripe that came out non-finite in the last call (the same on every node).
   size_t lastNonFiniteBuckets() const { return lastNonFiniteBuckets_; }
+  const char* transport() const { return backend_->transport(); }
 
  private:
   void Reshape(const BucketLayout& layout);
+  BackendMemory Allocate(size_t bytes) { return backend_->Allocate(bytes); }
 
   MPI_Comm cross_;
   NodePosition position_;
-  Quantizer quantizer_;
+  QuantizerConfig quantizer_;
   bool errorFeedback_;
   bool quantizeOwnStripe_;
-  double timeoutSeconds_;
+  std::unique_ptr<CrossNodeBackend> backend_;
 
   bool shaped_ = false;
   ExchangePlan plan_;
-  std::vector<float> stripeResidual_;  // r1, over the stripe
-  std::vector<float> ownResidual_;     // r2, over the sub-stripe we own
-  std::vector<float> ownSum_;
-  std::vector<uint32_t> stripeWire_;  // our quantized stripe; then everyone's quantized sums
-  std::vector<uint32_t> ownWire_;     // our quantized sum
-  std::vector<uint32_t> received_;    // one slot per node for the parts of our sub-stripe
+  size_t ownSlotBytes_ = 0;       // a received part's slot, a multiple of the backend's alignment
+  BackendMemory stripeResidual_;  // r1, over the stripe
+  BackendMemory ownResidual_;     // r2, over the sub-stripe we own
+  BackendMemory ownSum_;
+  BackendMemory stripeWire_;  // our quantized stripe; then everyone's quantized sums
+  BackendMemory ownWire_;     // our quantized sum
+  BackendMemory received_;    // one slot per node for the parts of our sub-stripe
   size_t lastBytesSent_ = 0;
   size_t lastFloatBytes_ = 0;
   size_t lastNonFiniteBuckets_ = 0;

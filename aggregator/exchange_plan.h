@@ -1,6 +1,6 @@
-// Phase 2's plan for one stripe length, the same for the CPU phase (cross_node_phase.h) and the GPU one
-// (cuda/device_cross_node_phase.h): which node owns which sub-stripe (whole buckets, CNTK's rule), where each
-// sub-stripe's codes start in the stripe's wire image, and what one call sends.
+// Phase 2's plan (cross_node_phase.h) for one stripe length, on either backend: which node owns which sub-stripe
+// (whole buckets, CNTK's rule), where each sub-stripe's codes start in the stripe's wire image, and what one call
+// sends.
 #pragma once
 
 #include <mpi.h>

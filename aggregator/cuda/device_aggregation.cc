@@ -3,7 +3,7 @@
 //   0. gather the caller's tensors into one float32 flat buffer (registered for peer access), or zeros; a single
 //      float32 tensor is worked on in place where that needs no copy (InPlaceTensor);
 //   1. intra-node reduce-scatter over NVLink: local rank l gets stripe l, summed in local-rank order;
-//   2. the quantized exchange of the stripe across nodes (DeviceCrossNodePhase);
+//   2. the quantized exchange of the stripe across nodes (CrossNodePhase over the device backend);
 //   3. intra-node all-gather over NVLink into the flat buffer;
 //   4. scatter the flat buffer back into the caller's tensors, rounded to their types.
 //
@@ -19,7 +19,8 @@
 #include <vector>
 
 #include "aggregator/cuda/device_checks.h"
-#include "aggregator/cuda/device_cross_node_phase.h"
+#include "aggregator/cross_node_phase.h"
+#include "aggregator/cuda/device_cross_node_backend.h"
 #include "aggregator/cuda/stripe_kernels.h"
 #include "aggregator/device_path.h"
 #include "aggregator/partition.h"
@@ -79,7 +80,8 @@ class GpuPath final : public DevicePath {
   int nodes_ = 1;
   TransportChoice transport_;
   std::unique_ptr<GpuNode> node_;                // more than one rank per node
-  std::unique_ptr<DeviceCrossNodePhase> cross_;  // more than one node
+  std::unique_ptr<CrossNodePhase> cross_;  // more than one node
+  DeviceCrossNodeBackend* crossBackend_ = nullptr;  // cross_'s
 
   bool abandoned_ = false;
   bool shaped_ = false;
@@ -108,9 +110,10 @@ GpuPath::GpuPath(const NodeTopology& topology, const AggregatorOptions& options)
     transport_ = ChooseTransport(options.transport);
     if (topology.rank() == 0 && transport_.forcedAgainstMpi)
       std::fprintf(stderr, "gradagg: warning: CUDA-aware MPI %s\n", transport_.why.c_str());
-    cross_ = std::make_unique<DeviceCrossNodePhase>(
-        topology.cross(), options,
-        MakeDeviceExchange(transport_.cudaAware, options.stagingChunkBytes, options.timeoutSeconds));
+    std::unique_ptr<DeviceCrossNodeBackend> backend = MakeDeviceCrossNodeBackend(
+        options, MakeDeviceExchange(transport_.cudaAware, options.stagingChunkBytes, options.timeoutSeconds));
+    crossBackend_ = backend.get();
+    cross_ = std::make_unique<CrossNodePhase>(topology.cross(), options, std::move(backend));
   }
 }
 
@@ -253,7 +256,8 @@ void GpuPath::Run(const std::vector<DeviceGradient>& gradients, const BucketLayo
 
   // 2. Inter-node quantized exchange of the stripe (returns with the stream idle).
   if (cross_) {
-    cross_->Aggregate(stripe, node_ ? stripeLayout_ : layout, stream, options_.timing ? &times : nullptr);
+    crossBackend_->UseStream(stream);
+    cross_->Aggregate(stripe, node_ ? stripeLayout_ : layout, options_.timing ? &times : nullptr);
     stats.interNodeBytesSent = cross_->lastBytesSent();
     stats.interNodeFloatBytes = cross_->lastFloatBytes();
     stats.nonFiniteBuckets = SumOver(nodeComm_, cross_->lastNonFiniteBuckets());  // each rank counted its stripe

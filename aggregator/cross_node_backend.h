@@ -1,0 +1,61 @@
+// What phase 2 (cross_node_phase.h) needs from the memory its stripe lives in. The algorithm is written once over
+// this seam; host_cross_node_backend.h serves host memory (the CPU quantizer, MPI on host buffers) and
+// cuda/device_cross_node_backend.h device memory (the CUDA quantizer on a stream, MPI CUDA-aware or staged). Both
+// produce the same bytes, so the phase's result does not depend on where it ran.
+//
+// Pointers passed in are the backend's kind of memory. Calls may be queued (on a CUDA stream) until Settle or
+// FinishCall; the exchange's onReady callbacks may queue more.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "mpi_glue/ordered_exchange.h"
+#include "quantize/bucket_layout.h"
+
+namespace gradagg {
+
+// Zeroed memory of the backend's kind, freed with its holder.
+using BackendMemory = std::unique_ptr<void, void (*)(void*)>;
+
+class CrossNodeBackend {
+ public:
+  virtual ~CrossNodeBackend() = default;
+
+  virtual BackendMemory Allocate(size_t bytes) = 0;
+  virtual void Zero(void* memory, size_t bytes) = 0;  // done on return
+  virtual size_t SlotAlignment() const = 0;          // receive slots start on multiples of this many bytes
+  virtual const char* transport() const = 0;         // how the exchange moves bytes, for the trace
+
+  // The layouts that the codec calls below name by index (the phase's sub-stripes).
+  virtual void SetLayouts(const std::vector<BucketLayout>& layouts) = 0;
+  // The quantizer's Encode, Decode and DecodeAccumulate (quantize/quantizer.h) on layouts[layout]. Decode counts
+  // the non-finite buckets it meets when `count` is set; FinishCall returns the count.
+  virtual void Encode(const float* values, float* residual, size_t layout, void* wire) = 0;
+  virtual void Decode(const void* wire, size_t layout, float* out, bool count) = 0;
+  virtual void DecodeAccumulate(const void* wire, size_t layout, float* sum) = 0;
+  // Element-wise float32, one rounding each: to = from; sum += values; values += residual, residual = 0.
+  virtual void Copy(float* to, const float* from, size_t count) = 0;
+  virtual void Add(float* sum, const float* values, size_t count) = 0;
+  virtual void Fold(float* values, float* residual, size_t count) = 0;
+
+  // ExchangeInRankOrder (mpi_glue/ordered_exchange.h) on the backend's memory, within its deadline.
+  virtual void Exchange(MPI_Comm cross, int tag, const std::vector<SendBuffer>& sends,
+                        const std::vector<ReceiveBuffer>& receives, const std::function<void(int)>& onReady,
+                        const char* what) = 0;
+
+  // One call: StartCall before the first step (timing: decodes are timed and Settle waits); Settle between timed
+  // steps; TimeDecode around each decode; FinishCall waits for all queued work and returns the non-finite buckets
+  // counted; DecodeSeconds after it.
+  virtual void StartCall(bool timing) = 0;
+  virtual void Settle() = 0;
+  virtual void TimeDecode(const std::function<void()>& decode) = 0;
+  virtual size_t FinishCall() = 0;
+  virtual double DecodeSeconds() const = 0;
+};
+
+}  // namespace gradagg

@@ -1,0 +1,148 @@
+#include "aggregator/cuda/device_cross_node_backend.h"
+
+#include <utility>
+#include <vector>
+
+#include "aggregator/cuda/stripe_kernels.h"
+#include "aggregator/partition.h"
+#include "quantize/cuda/cuda_error.h"
+#include "quantize/cuda/cuda_quantizer.h"
+#include "quantize/cuda/device_memory.h"
+
+namespace gradagg {
+namespace {
+
+void FreeDevice(void* memory) { cudaFree(memory); }
+
+// Sums the GPU time of the decodes of one call, when timing is on (events, so decodes stay asynchronous).
+class DecodeTimer {
+ public:
+  DecodeTimer() = default;
+  DecodeTimer(const DecodeTimer&) = delete;
+  DecodeTimer& operator=(const DecodeTimer&) = delete;
+  ~DecodeTimer() { Clear(); }
+
+  void Clear() {
+    for (auto& [start, stop] : pairs_) {
+      cudaEventDestroy(start);
+      cudaEventDestroy(stop);
+    }
+    pairs_.clear();
+  }
+  template <typename Launch>
+  void Time(cudaStream_t stream, Launch launch) {
+    std::pair<cudaEvent_t, cudaEvent_t> pair{};
+    GRADAGG_CUDA_CHECK(cudaEventCreate(&pair.first));
+    pairs_.push_back(pair);
+    GRADAGG_CUDA_CHECK(cudaEventCreate(&pairs_.back().second));
+    GRADAGG_CUDA_CHECK(cudaEventRecord(pairs_.back().first, stream));
+    launch();
+    GRADAGG_CUDA_CHECK(cudaEventRecord(pairs_.back().second, stream));
+  }
+  double Seconds() const {  // after the stream has finished
+    double seconds = 0.0;
+    for (const auto& [start, stop] : pairs_) {
+      float milliseconds = 0.0f;
+      GRADAGG_CUDA_CHECK(cudaEventElapsedTime(&milliseconds, start, stop));
+      seconds += milliseconds * 1e-3;
+    }
+    return seconds;
+  }
+
+ private:
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> pairs_;
+};
+
+class CudaCrossNodeBackend final : public DeviceCrossNodeBackend {
+ public:
+  CudaCrossNodeBackend(const AggregatorOptions& options, std::unique_ptr<DeviceExchange> exchange)
+      : quantizer_(QuantizerConfigOf(options)), exchange_(std::move(exchange)), nonFinite_(sizeof(unsigned long long)) {}
+
+  void UseStream(cudaStream_t stream) override { stream_ = stream; }
+
+  BackendMemory Allocate(size_t bytes) override {
+    void* memory = nullptr;
+    if (bytes > 0) {
+      GRADAGG_CUDA_CHECK(cudaMalloc(&memory, bytes));
+      BackendMemory owned(memory, FreeDevice);
+      GRADAGG_CUDA_CHECK(cudaMemset(memory, 0, bytes));
+      GRADAGG_CUDA_CHECK(cudaDeviceSynchronize());
+      return owned;
+    }
+    return BackendMemory(nullptr, FreeDevice);
+  }
+  void Zero(void* memory, size_t bytes) override {
+    if (bytes > 0) GRADAGG_CUDA_CHECK(cudaMemset(memory, 0, bytes));
+    GRADAGG_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  size_t SlotAlignment() const override { return 16; }  // the kernels read wire images as 16-byte vectors
+  const char* transport() const override { return exchange_->name(); }
+
+  void SetLayouts(const std::vector<BucketLayout>& layouts) override {
+    layouts_.clear();
+    for (const BucketLayout& layout : layouts) layouts_.push_back(quantizer_.Upload(layout));
+  }
+  void Encode(const float* values, float* residual, size_t layout, void* wire) override {
+    quantizer_.Encode(values, ElementType::kFloat32, residual, layouts_[layout], wire, stream_);
+  }
+  void Decode(const void* wire, size_t layout, float* out, bool count) override {
+    quantizer_.Decode(wire, layouts_[layout], out, ElementType::kFloat32, stream_,
+                      count ? nonFinite_.as<unsigned long long>() : nullptr);
+  }
+  void DecodeAccumulate(const void* wire, size_t layout, float* sum) override {
+    quantizer_.DecodeAccumulate(wire, layouts_[layout], sum, stream_);
+  }
+  void Copy(float* to, const float* from, size_t count) override {
+    GRADAGG_CUDA_CHECK(cudaMemcpyAsync(to, from, count * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+  }
+  void Add(float* sum, const float* values, size_t count) override { AddInto(sum, values, count, stream_); }
+  void Fold(float* values, float* residual, size_t count) override { FoldResidual(values, residual, count, stream_); }
+
+  void Exchange(MPI_Comm cross, int tag, const std::vector<SendBuffer>& sends,
+                const std::vector<ReceiveBuffer>& receives, const std::function<void(int)>& onReady,
+                const char* what) override {
+    exchange_->Run(cross, tag, sends, receives, stream_, onReady, what);
+  }
+
+  void StartCall(bool timing) override {
+    timing_ = timing;
+    timer_.Clear();
+    GRADAGG_CUDA_CHECK(cudaMemsetAsync(nonFinite_.get(), 0, sizeof(unsigned long long), stream_));
+  }
+  void Settle() override {
+    if (timing_) GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void TimeDecode(const std::function<void()>& decode) override {
+    if (timing_) {
+      timer_.Time(stream_, decode);
+    } else {
+      decode();
+    }
+  }
+  size_t FinishCall() override {
+    unsigned long long nonFinite = 0;
+    GRADAGG_CUDA_CHECK(
+        cudaMemcpyAsync(&nonFinite, nonFinite_.get(), sizeof nonFinite, cudaMemcpyDeviceToHost, stream_));
+    GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return static_cast<size_t>(nonFinite);
+  }
+  double DecodeSeconds() const override { return timing_ ? timer_.Seconds() : 0.0; }
+
+ private:
+  CudaQuantizer quantizer_;
+  std::unique_ptr<DeviceExchange> exchange_;
+  DeviceBuffer nonFinite_;  // the non-finite buckets the counted decodes met
+  std::vector<DeviceBucketLayout> layouts_;
+  cudaStream_t stream_ = nullptr;
+  bool timing_ = false;
+  DecodeTimer timer_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceCrossNodeBackend> MakeDeviceCrossNodeBackend(const AggregatorOptions& options,
+                                                                   std::unique_ptr<DeviceExchange> exchange) {
+  return std::make_unique<CudaCrossNodeBackend>(options, std::move(exchange));
+}
+
+}  // namespace gradagg

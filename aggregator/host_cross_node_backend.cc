@@ -1,0 +1,89 @@
+#include "aggregator/host_cross_node_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "aggregator/partition.h"
+#include "aggregator/stopwatch.h"
+#include "quantize/quantizer.h"
+
+namespace gradagg {
+namespace {
+
+void FreeHost(void* memory) { std::free(memory); }
+
+class HostCrossNodeBackend final : public CrossNodeBackend {
+ public:
+  explicit HostCrossNodeBackend(const AggregatorOptions& options)
+      : quantizer_(QuantizerConfigOf(options)), timeoutSeconds_(options.timeoutSeconds) {}
+
+  BackendMemory Allocate(size_t bytes) override {
+    void* memory = std::calloc(bytes > 0 ? bytes : 1, 1);  // 16-byte aligned, zeroed
+    if (memory == nullptr) throw std::bad_alloc();
+    return BackendMemory(memory, FreeHost);
+  }
+  void Zero(void* memory, size_t bytes) override {
+    if (bytes > 0) std::memset(memory, 0, bytes);
+  }
+  size_t SlotAlignment() const override { return sizeof(uint32_t); }
+  const char* transport() const override { return "host"; }
+
+  void SetLayouts(const std::vector<BucketLayout>& layouts) override { layouts_ = layouts; }
+  void Encode(const float* values, float* residual, size_t layout, void* wire) override {
+    quantizer_.Encode(values, residual, layouts_[layout], wire);
+  }
+  void Decode(const void* wire, size_t layout, float* out, bool count) override {
+    const size_t nonFinite = quantizer_.Decode(wire, layouts_[layout], out);
+    if (count) nonFinite_ += nonFinite;
+  }
+  void DecodeAccumulate(const void* wire, size_t layout, float* sum) override {
+    quantizer_.DecodeAccumulate(wire, layouts_[layout], sum);
+  }
+  void Copy(float* to, const float* from, size_t count) override {
+    if (count > 0) std::memcpy(to, from, count * sizeof(float));
+  }
+  void Add(float* sum, const float* values, size_t count) override {
+    for (size_t i = 0; i < count; ++i) sum[i] += values[i];
+  }
+  void Fold(float* values, float* residual, size_t count) override {
+    for (size_t i = 0; i < count; ++i) {
+      values[i] += residual[i];
+      residual[i] = 0.0f;
+    }
+  }
+
+  void Exchange(MPI_Comm cross, int tag, const std::vector<SendBuffer>& sends,
+                const std::vector<ReceiveBuffer>& receives, const std::function<void(int)>& onReady,
+                const char* what) override {
+    ExchangeInRankOrder(cross, tag, sends, receives, onReady, kDefaultMaxMessageBytes, timeoutSeconds_, what);
+  }
+
+  void StartCall(bool) override {
+    nonFinite_ = 0;
+    decodeSeconds_ = 0.0;
+  }
+  void Settle() override {}
+  void TimeDecode(const std::function<void()>& decode) override {
+    Stopwatch clock;
+    decode();
+    decodeSeconds_ += clock.Lap();
+  }
+  size_t FinishCall() override { return nonFinite_; }
+  double DecodeSeconds() const override { return decodeSeconds_; }
+
+ private:
+  Quantizer quantizer_;
+  double timeoutSeconds_;
+  std::vector<BucketLayout> layouts_;
+  size_t nonFinite_ = 0;
+  double decodeSeconds_ = 0.0;
+};
+
+}  // namespace
+
+std::unique_ptr<CrossNodeBackend> MakeHostCrossNodeBackend(const AggregatorOptions& options) {
+  return std::make_unique<HostCrossNodeBackend>(options);
+}
+
+}  // namespace gradagg

@@ -28,8 +28,8 @@ class CrossNodeBackend {
 
   virtual BackendMemory Allocate(size_t bytes) = 0;
   virtual void Zero(void* memory, size_t bytes) = 0;  // done on return
-  virtual size_t SlotAlignment() const = 0;          // receive slots start on multiples of this many bytes
-  virtual const char* transport() const = 0;         // how the exchange moves bytes, for the trace
+  virtual size_t SlotAlignment() const = 0;           // receive slots start on multiples of this many bytes
+  virtual const char* transport() const = 0;          // how the exchange moves bytes, for the trace
 
   // The layouts that the codec calls below name by index (the phase's sub-stripes).
   virtual void SetLayouts(const std::vector<BucketLayout>& layouts) = 0;

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "aggregator/cuda/device_checks.h"
 #include "aggregator/cross_node_phase.h"
+#include "aggregator/cuda/device_checks.h"
 #include "aggregator/cuda/device_cross_node_backend.h"
 #include "aggregator/cuda/stripe_kernels.h"
 #include "aggregator/device_path.h"
@@ -72,15 +72,11 @@ class GpuPath final : public DevicePath {
   }
 
   AggregatorOptions options_;
-  MPI_Comm world_;
-  MPI_Comm nodeComm_;
+  const NodeTopology& topology_;  // the Aggregator's, which outlives this path
   int device_ = 0;
-  int localRank_ = 0;
-  int ranksPerNode_ = 1;
-  int nodes_ = 1;
   TransportChoice transport_;
-  std::unique_ptr<GpuNode> node_;                // more than one rank per node
-  std::unique_ptr<CrossNodePhase> cross_;  // more than one node
+  std::unique_ptr<GpuNode> node_;                   // more than one rank per node
+  std::unique_ptr<CrossNodePhase> cross_;           // more than one node
   DeviceCrossNodeBackend* crossBackend_ = nullptr;  // cross_'s
 
   bool abandoned_ = false;
@@ -94,19 +90,14 @@ class GpuPath final : public DevicePath {
 };
 
 GpuPath::GpuPath(const NodeTopology& topology, const AggregatorOptions& options)
-    : options_(options),
-      world_(topology.world()),
-      nodeComm_(topology.node()),
-      localRank_(topology.localRank()),
-      ranksPerNode_(topology.ranksPerNode()),
-      nodes_(topology.nodeCount()) {
+    : options_(options), topology_(topology) {
   GRADAGG_CUDA_CHECK(cudaGetDevice(&device_));
-  if (ranksPerNode_ > 1) {
+  if (topology_.ranksPerNode() > 1) {
     GpuNodeConfig config = GpuNodeConfigFromEnvironment();
     config.traceLevel = std::max(config.traceLevel, options.traceLevel);
     node_ = std::make_unique<GpuNode>(topology.node(), config);
   }
-  if (nodes_ > 1) {
+  if (topology_.nodeCount() > 1) {
     transport_ = ChooseTransport(options.transport);
     if (topology.rank() == 0 && transport_.forcedAgainstMpi)
       std::fprintf(stderr, "gradagg: warning: CUDA-aware MPI %s\n", transport_.why.c_str());
@@ -124,8 +115,9 @@ std::string GpuPath::Describe() const {
                                     : "; node: " + std::to_string(node_->groups().size()) +
                                           " groups without full peer access, reduced through host memory";
   }
-  text += nodes_ > 1 ? std::string("; inter-node transport: ") + cross_->transport() + " (" + transport_.why + ")"
-                     : "; one node: no inter-node phase";
+  text += topology_.nodeCount() > 1
+              ? std::string("; inter-node transport: ") + cross_->transport() + " (" + transport_.why + ")"
+              : "; one node: no inter-node phase";
   return text;
 }
 
@@ -145,7 +137,7 @@ void GpuPath::RegisterBuffer(void* data, size_t bytes) {
   if (problem.empty()) problem = MemoryProblem("the buffer", data, bytes, sizeof(float), current, true);
   if (problem.empty() && std::find(userBuffers_.begin(), userBuffers_.end(), data) != userBuffers_.end())
     problem = Hex(data) + " is registered already";
-  problem = AgreeOnProblem(world_, problem);
+  problem = AgreeOnProblem(topology_.world(), problem);
   if (!problem.empty()) throw UsageError("RegisterDeviceBuffer: " + problem);
   if (node_) node_->Register(data, bytes);
   userBuffers_.push_back(data);
@@ -153,8 +145,8 @@ void GpuPath::RegisterBuffer(void* data, size_t bytes) {
 
 void GpuPath::DeregisterBuffer(void* data) {
   const auto found = std::find(userBuffers_.begin(), userBuffers_.end(), data);
-  const std::string problem =
-      AgreeOnProblem(world_, found == userBuffers_.end() ? Hex(data) + " was never registered (or is gone)" : "");
+  const std::string problem = AgreeOnProblem(
+      topology_.world(), found == userBuffers_.end() ? Hex(data) + " was never registered (or is gone)" : "");
   if (!problem.empty()) throw UsageError("DeregisterDeviceBuffer: " + problem);
   if (node_) node_->Deregister(data);
   userBuffers_.erase(found);
@@ -183,15 +175,15 @@ void GpuPath::Reshape(const BucketLayout& layout) {
   // A new layout starts fresh residuals on every rank, also where this rank's stripe happens to keep its shape.
   if (shaped_ && cross_) cross_->ResetResiduals();
   const size_t elements = layout.elements();
-  shards_ = SplitIntoBucketRuns(layout, static_cast<size_t>(ranksPerNode_));
-  const ElementRange mine = shards_[static_cast<size_t>(localRank_)];
+  shards_ = SplitIntoBucketRuns(layout, static_cast<size_t>(topology_.ranksPerNode()));
+  const ElementRange mine = shards_[static_cast<size_t>(topology_.localRank())];
   stripeLayout_ = layout.Slice(mine.begin, mine.count);
   size_t largestShard = 0;
   for (const ElementRange& shard : shards_) largestShard = std::max(largestShard, shard.count);
   // Buffers only grow, and every rank decides alike (from the agreed size), so Register stays collective.
   constexpr size_t kMinBytes = 256;
   const size_t flatBytes = std::max(kMinBytes, elements * sizeof(float));
-  const size_t stripeBytes = ranksPerNode_ > 1 ? std::max(kMinBytes, largestShard * sizeof(float)) : 0;
+  const size_t stripeBytes = topology_.ranksPerNode() > 1 ? std::max(kMinBytes, largestShard * sizeof(float)) : 0;
   if (flatBytes > flat_.bytes() || stripeBytes > stripe_.bytes()) {
     ReleaseBuffers();
     flat_ = DeviceBuffer();
@@ -260,7 +252,7 @@ void GpuPath::Run(const std::vector<DeviceGradient>& gradients, const BucketLayo
     cross_->Aggregate(stripe, node_ ? stripeLayout_ : layout, options_.timing ? &times : nullptr);
     stats.interNodeBytesSent = cross_->lastBytesSent();
     stats.interNodeFloatBytes = cross_->lastFloatBytes();
-    stats.nonFiniteBuckets = SumOver(nodeComm_, cross_->lastNonFiniteBuckets());  // each rank counted its stripe
+    stats.nonFiniteBuckets = SumOver(topology_.node(), cross_->lastNonFiniteBuckets());  // each rank counted its stripe
     clock.Lap();
   }
 

@@ -56,7 +56,9 @@ class DecodeTimer {
 class CudaCrossNodeBackend final : public DeviceCrossNodeBackend {
  public:
   CudaCrossNodeBackend(const AggregatorOptions& options, std::unique_ptr<DeviceExchange> exchange)
-      : quantizer_(QuantizerConfigOf(options)), exchange_(std::move(exchange)), nonFinite_(sizeof(unsigned long long)) {}
+      : quantizer_(QuantizerConfigOf(options)),
+        exchange_(std::move(exchange)),
+        nonFinite_(sizeof(unsigned long long)) {}
 
   void UseStream(cudaStream_t stream) override { stream_ = stream; }
 

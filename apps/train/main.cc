@@ -52,7 +52,7 @@ struct Options {
   int stepEpochs = 0;
   uint64_t seed = 1;
   std::string threshold;  // --threshold zero|mean: sets aggregator.meanThreshold
-  std::string probe;  // --probe FILE
+  std::string probe;      // --probe FILE
   size_t probeEvery = 10;
   size_t trainSubset = 0;  // 0: all
   size_t testSubset = 0;
@@ -99,9 +99,10 @@ bool Parse(int argc, char** argv, int rank, Options& o, int& exitCode) {
   description.add_options()("help,h", "print this help")(
       "data", po::value(&o.data), "directory of the IDX files, plain or .gz (default Debian's dataset-fashion-mnist)")(
       "device", po::value(&o.device), "cpu or cuda (one GPU per rank, by rank within the host; default cpu)")(
-      "epochs", po::value(&o.epochs), "epochs (default 10)")(
-      "batch", po::value(&o.batch), "samples per rank per step (default 64)")(
-      "optimizer", po::value(&o.optimizerName), "sgd, momentum (heavy ball), nesterov, adam or adamw (default momentum)")(
+      "epochs", po::value(&o.epochs), "epochs (default 10)")("batch", po::value(&o.batch),
+                                                             "samples per rank per step (default 64)")(
+      "optimizer", po::value(&o.optimizerName),
+      "sgd, momentum (heavy ball), nesterov, adam or adamw (default momentum)")(
       "lr", po::value(&o.optimizer.learningRate), "peak learning rate (default 0.1)")(
       "momentum", po::value(&o.optimizer.momentum), "momentum of momentum and nesterov; beta1 of adam (default 0.9)")(
       "unit-gain", "momentum = beta m + (1 - beta) g instead of beta m + g (CNTK's form)")(
@@ -109,9 +110,11 @@ bool Parse(int argc, char** argv, int rank, Options& o, int& exitCode) {
       "epsilon", po::value(&o.optimizer.epsilon), "adam's epsilon (default 1e-8)")(
       "weight-decay", po::value(&o.optimizer.weightDecay),
       "weight decay: L2 in the gradient; decoupled for adamw (default 0)")(
-      "schedule", po::value(&o.scheduleName), "learning rate after the warm-up: constant, step or cosine (to 0 at the "
-      "end; default cosine)")("warmup-epochs", po::value(&o.warmupEpochs),
-                               "linear warm-up from lr/steps to lr over this many epochs, may be fractional (default 0)")(
+      "schedule", po::value(&o.scheduleName),
+      "learning rate after the warm-up: constant, step or cosine (to 0 at the "
+      "end; default cosine)")(
+      "warmup-epochs", po::value(&o.warmupEpochs),
+      "linear warm-up from lr/steps to lr over this many epochs, may be fractional (default 0)")(
       "step-epochs", po::value(&o.stepEpochs), "step schedule: multiply the lr by --step-factor every N epochs")(
       "step-factor", po::value(&o.schedule.stepFactor), "step schedule's factor (default 0.1)")(
       "aggregate", po::value(&o.aggregate),
@@ -167,7 +170,8 @@ bool Parse(int argc, char** argv, int rank, Options& o, int& exitCode) {
     if (o.aggregate != "auto" && o.aggregate != "momentum" && o.aggregate != "gradient")
       throw std::invalid_argument("--aggregate must be momentum, gradient or auto, not '" + o.aggregate + "'");
     if (o.aggregate == "momentum" && o.aggregator.doubleBuffered)
-      throw std::invalid_argument("--aggregate momentum needs each step's aggregate at once; with --stale use gradient");
+      throw std::invalid_argument(
+          "--aggregate momentum needs each step's aggregate at once; with --stale use gradient");
     o.optimizer.momentumInside = o.aggregate == "momentum" || (o.aggregate == "auto" && !o.aggregator.doubleBuffered);
     if (!(o.warmupEpochs >= 0.0)) throw std::invalid_argument("--warmup-epochs must be 0 or more");
     if (o.stepEpochs < 0) throw std::invalid_argument("--step-epochs must be 0 or more");
@@ -261,11 +265,12 @@ int Run(const Options& o, int rank, int size) {
     std::printf("# train: %s on %s, %d ranks as %d nodes x %d, %zu steps/epoch of %zu x %d samples, seed %llu\n",
                 ModeName(o).c_str(), o.device.c_str(), size, aggregator.nodeCount(), aggregator.ranksPerNode(),
                 stepsPerEpoch, o.batch, size, static_cast<unsigned long long>(o.seed));
-    std::printf("# optimizer %s, lr %g, momentum %g%s, weight decay %g, schedule %s, warm-up %zu steps; aggregated: %s\n",
-                ToString(o.optimizer.kind).c_str(), static_cast<double>(o.optimizer.learningRate),
-                static_cast<double>(optimizer.settings().momentum), o.optimizer.unitGain ? " (unit gain)" : "",
-                static_cast<double>(o.optimizer.weightDecay), ToString(schedule.kind).c_str(), schedule.warmupSteps,
-                o.optimizer.momentumInside && optimizer.settings().momentum > 0 ? "momentum" : "gradient");
+    std::printf(
+        "# optimizer %s, lr %g, momentum %g%s, weight decay %g, schedule %s, warm-up %zu steps; aggregated: %s\n",
+        ToString(o.optimizer.kind).c_str(), static_cast<double>(o.optimizer.learningRate),
+        static_cast<double>(optimizer.settings().momentum), o.optimizer.unitGain ? " (unit gain)" : "",
+        static_cast<double>(o.optimizer.weightDecay), ToString(schedule.kind).c_str(), schedule.warmupSteps,
+        o.optimizer.momentumInside && optimizer.settings().momentum > 0 ? "momentum" : "gradient");
     if (!devicePath.empty()) std::printf("# gradient aggregated on the GPU: %s\n", devicePath.c_str());
     std::printf("# %5s %7s %10s %9s %9s %10s %12s\n", "epoch", "steps", "train_loss", "train_err", "test_acc",
                 "compute_s", "aggregate_s");
@@ -363,8 +368,9 @@ int Run(const Options& o, int rank, int size) {
       std::fflush(stdout);
       if (csv.is_open()) {
         csv << ModeName(o) << "," << ToString(o.optimizer.kind) << "," << o.seed << ","
-            << LearningRateAt(schedule, o.optimizer.learningRate, updates == 0 ? 0 : updates - 1) << "," << epoch << "," << steps << "," << lossSum / samples << "," << errors / samples << ","
-            << accuracy << "," << times[0] << "," << times[1] << "\n";
+            << LearningRateAt(schedule, o.optimizer.learningRate, updates == 0 ? 0 : updates - 1) << "," << epoch << ","
+            << steps << "," << lossSum / samples << "," << errors / samples << "," << accuracy << "," << times[0] << ","
+            << times[1] << "\n";
       }
     }
   }

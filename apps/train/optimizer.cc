@@ -23,7 +23,8 @@ float LearningRateAt(const ScheduleSettings& schedule, float baseRate, size_t st
     case ScheduleKind::kConstant:
       return baseRate;
     case ScheduleKind::kStep:
-      return baseRate * static_cast<float>(std::pow(schedule.stepFactor, static_cast<double>(sinceWarmup / schedule.stepEvery)));
+      return baseRate *
+             static_cast<float>(std::pow(schedule.stepFactor, static_cast<double>(sinceWarmup / schedule.stepEvery)));
     case ScheduleKind::kCosine: {
       const size_t span = schedule.totalSteps - schedule.warmupSteps;
       const double progress = std::min(1.0, static_cast<double>(sinceWarmup) / static_cast<double>(span));
@@ -51,20 +52,28 @@ ScheduleKind ParseScheduleKind(const std::string& name) {
 
 std::string ToString(OptimizerKind kind) {
   switch (kind) {
-    case OptimizerKind::kSgd: return "sgd";
-    case OptimizerKind::kMomentum: return "momentum";
-    case OptimizerKind::kNesterov: return "nesterov";
-    case OptimizerKind::kAdam: return "adam";
-    case OptimizerKind::kAdamW: return "adamw";
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kMomentum:
+      return "momentum";
+    case OptimizerKind::kNesterov:
+      return "nesterov";
+    case OptimizerKind::kAdam:
+      return "adam";
+    case OptimizerKind::kAdamW:
+      return "adamw";
   }
   return "?";
 }
 
 std::string ToString(ScheduleKind kind) {
   switch (kind) {
-    case ScheduleKind::kConstant: return "constant";
-    case ScheduleKind::kStep: return "step";
-    case ScheduleKind::kCosine: return "cosine";
+    case ScheduleKind::kConstant:
+      return "constant";
+    case ScheduleKind::kStep:
+      return "step";
+    case ScheduleKind::kCosine:
+      return "cosine";
   }
   return "?";
 }
@@ -98,8 +107,8 @@ Optimizer::Optimizer(const OptimizerSettings& settings, const ScheduleSettings& 
 StepCoefficients Optimizer::Common(size_t step) const {
   StepCoefficients c;
   c.direction = settings_.kind == OptimizerKind::kNesterov ? Direction::kNesterov
-                : IsAdam(settings_.kind)                  ? Direction::kAdam
-                                                          : Direction::kMomentum;
+                : IsAdam(settings_.kind)                   ? Direction::kAdam
+                                                           : Direction::kMomentum;
   c.momentumInside = settings_.momentumInside;
   c.beta = settings_.momentum;
   c.gradientScale = IsAdam(settings_.kind) || settings_.unitGain ? 1.0f - c.beta : 1.0f;

@@ -26,7 +26,7 @@ struct OptimizerSettings {
   bool unitGain = false;  // m = beta m + (1 - beta) g (CNTK's form) instead of m = beta m + g
   float beta2 = 0.999f;
   float epsilon = 1e-8f;
-  float weightDecay = 0.0f;  // L2 in the gradient; decoupled for AdamW
+  float weightDecay = 0.0f;    // L2 in the gradient; decoupled for AdamW
   bool momentumInside = true;  // aggregate beta * m + g (true) or g, with the momentum applied after (false)
 };
 
@@ -35,7 +35,7 @@ struct ScheduleSettings {
   size_t warmupSteps = 0;  // linear from learningRate / warmupSteps up to learningRate
   size_t stepEvery = 0;    // step schedule: multiply by stepFactor every this many steps (after the warm-up)
   float stepFactor = 0.1f;
-  size_t totalSteps = 0;   // cosine: decays to 0 at this step
+  size_t totalSteps = 0;  // cosine: decays to 0 at this step
 };
 
 // The learning rate of step `step` (0-based): warm-up, then the schedule.

@@ -33,11 +33,11 @@ enum class Direction { kMomentum, kNesterov, kAdam };
 // Everything the element update needs, computed on the host once per step (optimizer.h: Optimizer::Coefficients).
 struct StepCoefficients {
   Direction direction = Direction::kMomentum;
-  bool momentumInside = true;  // m travels inside the aggregation
-  float beta = 0.0f;           // momentum; Adam's beta1
-  float gradientScale = 1.0f;  // 1, or 1 - beta for unit-gain momentum and Adam
-  float carry = 0.0f;          // before: beta * local samples when the momentum travels inside, else 0
-  float inverseSamples = 0.0f; // after: 1 / all ranks' samples
+  bool momentumInside = true;   // m travels inside the aggregation
+  float beta = 0.0f;            // momentum; Adam's beta1
+  float gradientScale = 1.0f;   // 1, or 1 - beta for unit-gain momentum and Adam
+  float carry = 0.0f;           // before: beta * local samples when the momentum travels inside, else 0
+  float inverseSamples = 0.0f;  // after: 1 / all ranks' samples
   float learningRate = 0.0f;
   float coupledDecay = 0.0f;    // L2 weight decay added to the gradient
   float decoupledDecay = 0.0f;  // AdamW's decay, applied to the weights directly

@@ -109,7 +109,8 @@ std::vector<double> Reference(const Case& c, double lr, const ScheduleSettings& 
         case OptimizerKind::kAdamW: {
           m[i] = beta * m[i] + (1.0 - beta) * g;
           v[i] = beta2 * v[i] + (1.0 - beta2) * g * g;
-          const double update = (m[i] / (1.0 - std::pow(beta, t))) / (std::sqrt(v[i] / (1.0 - std::pow(beta2, t))) + epsilon);
+          const double update =
+              (m[i] / (1.0 - std::pow(beta, t))) / (std::sqrt(v[i] / (1.0 - std::pow(beta2, t))) + epsilon);
           w[i] -= rate * (update + (c.kind == OptimizerKind::kAdamW ? c.weightDecay * w[i] : 0.0));
           break;
         }
@@ -148,7 +149,8 @@ TEST(Optimizer, EveryOptimizerFollowsItsTextbookDefinitionWithTheMomentumInsideO
     for (bool inside : {true, false}) {
       const OptimizerSettings settings = SettingsOf(c, inside);
       const std::vector<float> w = Train(settings, schedule);
-      const std::vector<double> reference = Reference(c, settings.learningRate, schedule, c.kind == OptimizerKind::kSgd ? 0.0 : 0.9);
+      const std::vector<double> reference =
+          Reference(c, settings.learningRate, schedule, c.kind == OptimizerKind::kSgd ? 0.0 : 0.9);
       // The initial weights are O(1) and move by O(lr * steps): float32 rounding of a dozen steps stays far below.
       EXPECT_LT(RelativeDistance(w, reference), 2e-6) << c.name << (inside ? " inside" : " after");
       // And the steps did move the weights (so the comparison means something).
@@ -185,11 +187,11 @@ TEST(Schedule, WarmupThenConstantStepAndCosine) {
     size_t step;
     float rate;
   };
-  const Point points[] = {{ScheduleKind::kConstant, 0, 0.1f}, {ScheduleKind::kConstant, 3, 0.4f},
+  const Point points[] = {{ScheduleKind::kConstant, 0, 0.1f},   {ScheduleKind::kConstant, 3, 0.4f},
                           {ScheduleKind::kConstant, 100, 0.4f}, {ScheduleKind::kStep, 0, 0.1f},
-                          {ScheduleKind::kStep, 13, 0.4f},     {ScheduleKind::kStep, 14, 0.2f},
-                          {ScheduleKind::kStep, 34, 0.05f},    {ScheduleKind::kCosine, 4, 0.4f},
-                          {ScheduleKind::kCosine, 54, 0.2f},   {ScheduleKind::kCosine, 104, 0.0f}};
+                          {ScheduleKind::kStep, 13, 0.4f},      {ScheduleKind::kStep, 14, 0.2f},
+                          {ScheduleKind::kStep, 34, 0.05f},     {ScheduleKind::kCosine, 4, 0.4f},
+                          {ScheduleKind::kCosine, 54, 0.2f},    {ScheduleKind::kCosine, 104, 0.0f}};
   for (const Point& p : points) {
     ScheduleSettings s;
     s.kind = p.kind;

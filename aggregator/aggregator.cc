@@ -6,6 +6,7 @@
 #include <string>
 
 #include "aggregator/aggregator_impl.h"
+#include "aggregator/aggregator_topology.h"
 #include "aggregator/call_agreement.h"
 #include "aggregator/host_cross_node_backend.h"
 #include "aggregator/partition.h"
@@ -290,5 +291,7 @@ int Aggregator::rank() const { return impl_->topology.rank(); }
 int Aggregator::size() const { return impl_->topology.size(); }
 int Aggregator::nodeCount() const { return impl_->topology.nodeCount(); }
 int Aggregator::ranksPerNode() const { return impl_->topology.ranksPerNode(); }
+
+const NodeTopology& TopologyOf(const Aggregator& aggregator) { return aggregator.impl_->topology; }
 
 }  // namespace gradagg

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "aggregator/aggregator_topology.h"
 #include "apps/gradagg/cli_options.h"
 #include "apps/gradagg/device_size_run.h"
 #include "apps/gradagg/memory_check.h"
@@ -24,7 +25,6 @@
 #include "mpi_glue/agreement.h"
 #include "mpi_glue/mpi_environment.h"
 #include "mpi_glue/mpi_error.h"
-#include "mpi_glue/node_topology.h"
 #include "nvlink/cuda_devices.h"
 
 namespace gradagg::cli {
@@ -86,7 +86,7 @@ int Run(const CliOptions& cli) {
     throw UsageError(problem);
 
   Aggregator aggregator(MPI_COMM_WORLD, cli.aggregator);
-  const NodeTopology topology = NodeTopology::Discover(MPI_COMM_WORLD, cli.aggregator.ranksPerNode);
+  const NodeTopology& topology = TopologyOf(aggregator);  // the Aggregator's own view of the nodes
   std::unique_ptr<DeviceSizeRunner> gpu;
   if (onGpu) gpu = std::make_unique<DeviceSizeRunner>(aggregator, topology, cli);
   if (rank == 0) {

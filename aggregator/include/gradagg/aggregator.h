@@ -17,8 +17,8 @@
 // the carried quantization error of that bucket keeps its value from before the call, LastStats().nonFiniteBuckets
 // counts such buckets, and the next finite call is clean. With a momentum optimizer, aggregate beta * m * numSamples
 // + the gradient sum and take the result / total samples as the new momentum m (docs/DESIGN.md, "Momentum and
-// Adam"): at 1 bit, the gradient aggregated with the momentum applied afterwards diverged. Not thread-safe: call an Aggregator from one thread. Calls
-// never overlap: each one first waits for a background call still running.
+// Adam"): at 1 bit, the gradient aggregated with the momentum applied afterwards diverged. Not thread-safe: call an
+// Aggregator from one thread. Calls never overlap: each one first waits for a background call still running.
 #pragma once
 
 #include <mpi.h>
@@ -35,6 +35,8 @@
 #include "gradagg/pending_aggregation.h"
 
 namespace gradagg {
+
+class NodeTopology;  // internal: where the ranks sit (the project's own tools read it through TopologyOf)
 
 // Seconds spent by this rank in the last call, per phase (filled when options.timing is on; total always).
 struct PhaseTimes {
@@ -128,6 +130,7 @@ class Aggregator {
   int ranksPerNode() const;
 
  private:
+  friend const NodeTopology& TopologyOf(const Aggregator& aggregator);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -1,104 +1,25 @@
+// The peer group: setup (each rank's scratch memory, shared over CUDA IPC), the table of registered buffers, the
+// barrier context, and the entry points that pick an algorithm: one-shot for small messages (one_shot_launch.cu),
+// two-shot pulled or all-push for the rest (two_shot_launch.cu, all_push_launch.cu), through the staging area for
+// unregistered buffers (staged_allreduce.cu).
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 #include <utility>
 
 #include "gradagg/errors.h"
-#include "nvlink/cuda/all_push_kernel.cuh"
-#include "nvlink/cuda/one_shot_kernel.cuh"
 #include "nvlink/cuda/peer_group.h"
-#include "nvlink/cuda/two_shot_kernel.cuh"
+#include "nvlink/cuda/peer_group_internal.h"
 #include "quantize/cuda/cuda_error.h"
-#include "quantize/cuda/element_convert.cuh"
 
 namespace gradagg::nvlink {
-namespace {
 
-constexpr size_t RoundUp(size_t value, size_t to) { return (value + to - 1) / to * to; }
-
-constexpr size_t kAlignment = 256;
-constexpr size_t kControlBytes = RoundUp(sizeof(ControlBlock), kAlignment);  // where the inboxes start
-
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-// What a call looks like, for the first barrier to compare across ranks.
-uint64_t Mix(uint64_t hash, uint64_t value) {
-  hash ^= value + 0x9e3779b97f4a7c15ull + (hash << 6) + (hash >> 2);
-  return hash;
-}
-
-// Sets the group's device for the duration of a call and puts the caller's back.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    GRADAGG_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device) GRADAGG_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
-// Two-shot blocks when the config leaves it open. Measured on 4 H200s (bench/results/
-// h200_nvlink_twoshot_blocks_interleaved.txt): 2 GPUs run best with one block per multiprocessor, 4 GPUs with 24-33
-// (132 blocks lose 10-15% at >= 32 MiB: more requests in flight than the links serve). 8 GPUs: 16, unmeasured.
-int DefaultTwoShotBlocks(int ranks, int multiprocessors) {
-  if (ranks <= 2) return std::min(kMaxBlocks, multiprocessors);
-  return std::min(multiprocessors, ranks <= 4 ? 32 : 16);
-}
-
-// Calls use(std::integral_constant<int, G>{}) with the group size as a kernel's compile-time rank count: 2, 4 or 8,
-// else 0 (the kernels then read the rank count at run time).
-template <typename Use>
-void WithRankCount(int ranks, Use use) {
-  switch (ranks) {
-    case 2:
-      use(std::integral_constant<int, 2>{});
-      return;
-    case 4:
-      use(std::integral_constant<int, 4>{});
-      return;
-    case 8:
-      use(std::integral_constant<int, 8>{});
-      return;
-    default:
-      use(std::integral_constant<int, 0>{});
-      return;
-  }
-}
-
-template <typename T, bool kReduce, bool kPushToAll>
-void LaunchTwoShotKernel(int ranks, int blocks, int threads, const device::TwoShotArgs& args, cudaStream_t stream) {
-  WithRankCount(ranks, [&](auto count) {
-    device::TwoShotKernel<T, decltype(count)::value, kReduce, kPushToAll><<<blocks, threads, 0, stream>>>(args);
-  });
-  GRADAGG_CUDA_CHECK_LAUNCH("TwoShotKernel");
-}
-
-template <typename T, bool kPushToAll>
-void LaunchAllPushKernel(int ranks, int blocks, int threads, const device::AllPushArgs& args, cudaStream_t stream) {
-  WithRankCount(ranks, [&](auto count) {
-    device::AllPushKernel<T, decltype(count)::value, kPushToAll><<<blocks, threads, 0, stream>>>(args);
-  });
-  GRADAGG_CUDA_CHECK_LAUNCH("AllPushKernel");
-}
-
-}  // namespace
-
-size_t DefaultPushChunkBytes(int ranks) {
-  // Measured on 2 H200s (bench/NOTES.md): 128 KiB beat 64 KiB by 7% and 256 KiB gained 1%. With more peers a round
-  // carries a chunk for each, so smaller chunks keep a round's bytes (and the inbox, one slot per peer) about the same.
-  return ranks <= 2 ? (128 << 10) : ranks <= 4 ? (64 << 10) : (32 << 10);
-}
-
-size_t DefaultOneShotMaxBytes(int ranks) {
-  // Measured on H200s (bench/NOTES.md): one-shot pushes (G-1) copies of the message, two-shot about two, so the
-  // crossover falls as G grows.
-  return ranks <= 2 ? (1 << 20) : ranks <= 4 ? (256 << 10) : (128 << 10);
-}
+using detail::Aligned16;
+using detail::DeviceGuard;
+using detail::kAlignment;
+using detail::kControlBytes;
+using detail::Mix;
+using detail::RoundUp;
+using detail::WithRankCount;
 
 PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather allGather, PeerGroupConfig config)
     : rank_(rank), names_(std::move(names)), allGather_(std::move(allGather)), config_(config) {
@@ -362,92 +283,6 @@ void PeerGroup::Reduce(const TwoShotCall& call, const std::vector<ElementRange>&
   }
 }
 
-bool PeerGroup::CanPush(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type) const {
-  const size_t elementBytes = ElementBytes(type);
-  if (config_.reduction != Reduction::kAllPush || call.largestShard * ranks() * elementBytes < pushMinBytes_)
-    return false;
-  for (int p = 0; p < ranks(); ++p) {
-    // Allocations start 256-byte aligned, so the offsets in every rank's records decide, the same on all ranks.
-    const size_t input = call.input.registration->exported[p].offset + call.input.offset;
-    const size_t output = call.output.registration->exported[p].offset + call.output.offset;
-    for (const ElementRange& shard : shards) {
-      if ((input + shard.begin * elementBytes) % 16 != 0) return false;
-      if (call.pushToAll && (output + shard.begin * elementBytes) % 16 != 0) return false;
-    }
-    if (!call.pushToAll && output % 16 != 0) return false;  // rank p's stripe
-  }
-  return true;
-}
-
-void PeerGroup::LaunchAllPush(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type,
-                              cudaStream_t stream) {
-  device::AllPushArgs args{};
-  args.input = call.input.registration->local + call.input.offset;
-  for (int p = 0; p < ranks(); ++p) {
-    args.peerOutput[p] = call.output.registration->peer[p] + call.output.offset;
-    args.peerInbox[p] = reinterpret_cast<uint4*>(scratch_.peer[p] + pushInboxOffset_);
-    args.shardBegin[p] = shards[p].begin;
-    args.shardCount[p] = shards[p].count;
-  }
-  args.outputShift = call.outputShift;
-  // Chunks as large as the inbox slot, or smaller where that leaves blocks idle, in whole rows of threads.
-  const size_t largestVectors = (call.largestShard * ElementBytes(type) + 15) / 16;
-  const size_t threads = static_cast<size_t>(config_.threads);
-  args.chunkVectors =
-      std::clamp(RoundUp((largestVectors + pushBlocks_ - 1) / pushBlocks_, threads), threads, pushChunkVectors_);
-  args.slotVectors = pushChunkVectors_;
-  args.chunks = std::max<size_t>(1, (largestVectors + args.chunkVectors - 1) / args.chunkVectors);
-  args.inboxBlocks = pushBlocks_;
-  args.order = config_.peerOrder;
-  args.barrier = Barrier();
-  const int blocks = static_cast<int>(std::min<size_t>(args.chunks, pushBlocks_));
-  cuda_detail::WithElementType(type, [&](auto element) {
-    using T = decltype(element);
-    if (call.pushToAll) {
-      LaunchAllPushKernel<T, true>(ranks(), blocks, config_.threads, args, stream);
-    } else {
-      LaunchAllPushKernel<T, false>(ranks(), blocks, config_.threads, args, stream);
-    }
-  });
-}
-
-void PeerGroup::OneShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
-  if (count == 0) return;  // nothing moves, so no call is counted: every rank skips it alike
-  StartCall(Mix(Mix(2, static_cast<uint64_t>(type)), count));
-  device::OneShotArgs args{};
-  args.input = input;
-  args.output = output;
-  args.count = count;
-  const size_t half = (calls_ & 1) * inboxHalfBytes_;
-  for (int p = 0; p < ranks(); ++p)
-    args.peerInbox[p] = reinterpret_cast<uint4*>(scratch_.peer[p] + kControlBytes + half);
-  args.slotPairs = inboxHalfBytes_ / ranks() / sizeof(uint4);
-  args.barrier = Barrier();
-  const size_t pairs = (count * ElementBytes(type) + 7) / 8;
-  const size_t perBlock = static_cast<size_t>(config_.threads);
-  const int blocks = static_cast<int>(
-      std::clamp<size_t>((pairs + perBlock - 1) / perBlock, 1, std::min(kMaxBlocks, 2 * multiprocessors_)));
-  cuda_detail::WithElementType(type, [&](auto element) {
-    using T = decltype(element);
-    device::OneShotAllReduceKernel<T><<<blocks, config_.threads, 0, stream>>>(args);
-    GRADAGG_CUDA_CHECK_LAUNCH("OneShotAllReduceKernel");
-  });
-}
-
-void PeerGroup::Staged(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
-  const size_t elementBytes = ElementBytes(type);
-  const size_t chunk = staging_.bytes / elementBytes / 256 * 256;
-  for (size_t done = 0; done < count; done += chunk) {
-    const size_t n = std::min(chunk, count - done);
-    GRADAGG_CUDA_CHECK(cudaMemcpyAsync(staging_.local, static_cast<const char*>(input) + done * elementBytes,
-                                       n * elementBytes, cudaMemcpyDeviceToDevice, stream));
-    FusedAllReduce({&staging_, 0}, {&staging_, 0}, n, Mix(Mix(Mix(3, static_cast<uint64_t>(type)), count), n), type,
-                   stream);
-    GRADAGG_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(output) + done * elementBytes, staging_.local,
-                                       n * elementBytes, cudaMemcpyDeviceToDevice, stream));
-  }
-}
-
 namespace {
 size_t LargestShard(const std::vector<ElementRange>& shards) {
   size_t largest = 0;
@@ -490,44 +325,6 @@ void PeerGroup::AllGather(const void* stripe, const std::vector<ElementRange>& s
                    true};
   StartCall(Mix(Mix(Mix(5, static_cast<uint64_t>(type)), shards.back().end()), call.output.offset));
   LaunchTwoShot(call, type, stream);
-}
-
-void PeerGroup::LaunchTwoShot(const TwoShotCall& call, ElementType type, cudaStream_t stream) {
-  const size_t elementBytes = ElementBytes(type);
-  device::TwoShotArgs args{};
-  bool vector = true;
-  for (int p = 0; p < ranks(); ++p) {
-    args.peerInput[p] = call.input.registration->peer[p] + call.input.offset;
-    args.peerOutput[p] = call.output.registration->peer[p] + call.output.offset;
-    const bool used = p == rank_ || call.reduce;
-    if (used)
-      vector = vector && Aligned16(static_cast<const char*>(args.peerInput[p]) +
-                                   (call.shard.begin - call.inputShift) * elementBytes);
-    if (p == rank_ || call.pushToAll)
-      vector = vector && Aligned16(static_cast<const char*>(args.peerOutput[p]) +
-                                   (call.shard.begin - call.outputShift) * elementBytes);
-  }
-  args.shardBegin = call.shard.begin;
-  args.shardCount = call.shard.count;
-  args.inputShift = call.inputShift;
-  args.outputShift = call.outputShift;
-  args.vector = vector;
-  args.interleaved = config_.interleaved;
-  args.order = config_.peerOrder;
-  args.barrier = Barrier();
-  const size_t perBlock = static_cast<size_t>(config_.threads) * (16 / elementBytes);
-  const int most = config_.blocks > 0 ? config_.blocks : DefaultTwoShotBlocks(ranks(), multiprocessors_);
-  const int blocks = static_cast<int>(std::clamp<size_t>((call.largestShard + perBlock - 1) / perBlock, 1, most));
-  cuda_detail::WithElementType(type, [&](auto element) {
-    using T = decltype(element);
-    if (call.reduce && call.pushToAll) {
-      LaunchTwoShotKernel<T, true, true>(ranks(), blocks, config_.threads, args, stream);
-    } else if (call.reduce) {
-      LaunchTwoShotKernel<T, true, false>(ranks(), blocks, config_.threads, args, stream);
-    } else {
-      LaunchTwoShotKernel<T, false, true>(ranks(), blocks, config_.threads, args, stream);
-    }
-  });
 }
 
 }  // namespace gradagg::nvlink

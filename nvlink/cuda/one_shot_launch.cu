@@ -1,0 +1,49 @@
+// One-shot allreduce for small messages: every rank pushes its whole message to every peer's inbox in low-latency
+// packets, then sums what arrived, in rank order (one_shot_kernel.cuh).
+#include <algorithm>
+
+#include "nvlink/cuda/one_shot_kernel.cuh"
+#include "nvlink/cuda/peer_group.h"
+#include "nvlink/cuda/peer_group_internal.h"
+#include "quantize/cuda/cuda_error.h"
+#include "quantize/cuda/element_convert.cuh"
+
+namespace gradagg::nvlink {
+
+using detail::Aligned16;
+using detail::DeviceGuard;
+using detail::kControlBytes;
+using detail::Mix;
+using detail::RoundUp;
+using detail::WithRankCount;
+
+size_t DefaultOneShotMaxBytes(int ranks) {
+  // Measured on H200s (bench/NOTES.md): one-shot pushes (G-1) copies of the message, two-shot about two, so the
+  // crossover falls as G grows.
+  return ranks <= 2 ? (1 << 20) : ranks <= 4 ? (256 << 10) : (128 << 10);
+}
+
+void PeerGroup::OneShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
+  if (count == 0) return;  // nothing moves, so no call is counted: every rank skips it alike
+  StartCall(Mix(Mix(2, static_cast<uint64_t>(type)), count));
+  device::OneShotArgs args{};
+  args.input = input;
+  args.output = output;
+  args.count = count;
+  const size_t half = (calls_ & 1) * inboxHalfBytes_;
+  for (int p = 0; p < ranks(); ++p)
+    args.peerInbox[p] = reinterpret_cast<uint4*>(scratch_.peer[p] + kControlBytes + half);
+  args.slotPairs = inboxHalfBytes_ / ranks() / sizeof(uint4);
+  args.barrier = Barrier();
+  const size_t pairs = (count * ElementBytes(type) + 7) / 8;
+  const size_t perBlock = static_cast<size_t>(config_.threads);
+  const int blocks = static_cast<int>(
+      std::clamp<size_t>((pairs + perBlock - 1) / perBlock, 1, std::min(kMaxBlocks, 2 * multiprocessors_)));
+  cuda_detail::WithElementType(type, [&](auto element) {
+    using T = decltype(element);
+    device::OneShotAllReduceKernel<T><<<blocks, config_.threads, 0, stream>>>(args);
+    GRADAGG_CUDA_CHECK_LAUNCH("OneShotAllReduceKernel");
+  });
+}
+
+}  // namespace gradagg::nvlink

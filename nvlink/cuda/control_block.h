@@ -16,7 +16,8 @@ constexpr int kMaxBlocks = 512;
 // The all-push kernels count rounds instead (all_push_kernel.cuh): pushReady[b][p] is the last round local rank p's
 // block b put into r's inbox, pushConsumed[b][p] the last round of r's data that p's block b has summed (and whose
 // results it has stored), pushSignature[s % 2][b][p] the call that round s belongs to. pushRounds[b] is r's own
-// count of rounds that its block b has run so far; only r touches it.
+// count of rounds that its block b has run so far; only r touches it. failureClaimed is set by the first of r's
+// blocks that records a barrier failure (an atomic in r's own device memory: host memory may not take atomics).
 struct ControlBlock {
   uint64_t arrived[kMaxBlocks][kMaxLocalRanks];
   uint64_t signature[kMaxBlocks][kMaxLocalRanks];
@@ -24,6 +25,7 @@ struct ControlBlock {
   uint64_t pushConsumed[kMaxBlocks][kMaxLocalRanks];
   uint64_t pushSignature[2][kMaxBlocks][kMaxLocalRanks];
   uint64_t pushRounds[kMaxBlocks];
+  int failureClaimed;
 };
 
 enum class BarrierFailure : int { kNone = 0, kTimeout = 1, kMismatch = 2 };

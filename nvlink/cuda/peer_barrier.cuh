@@ -31,16 +31,21 @@ __device__ inline uint64_t LoadAcquire(const uint64_t* address) {
   return value;
 }
 
+// The first failure on this rank wins a claim in its own control block (device memory: a system-scope atomic on the
+// host-mapped status is not supported where the GPU has no native host atomics, and compute-sanitizer rejects it),
+// then fills the host-visible status, the failure field last, so the host never reads a half-written record.
 __device__ inline void RecordFailure(const BarrierContext& context, BarrierFailure failure, int peer, int barrier,
                                      uint64_t theirs) {
-  BarrierStatus* status = context.status;
-  if (atomicCAS_system(&status->failure, 0, static_cast<int>(failure)) != 0) return;
+  if (atomicCAS(&context.peerControl[context.rank]->failureClaimed, 0, 1) != 0) return;
+  volatile BarrierStatus* status = context.status;
   status->peer = peer;
   status->block = static_cast<int>(blockIdx.x);
   status->barrier = barrier;
   status->call = context.call;
   status->mine = context.signature;
   status->theirs = theirs;
+  __threadfence_system();
+  status->failure = static_cast<int>(failure);
   __threadfence_system();
 }
 

@@ -15,7 +15,7 @@
 #include "gradagg/errors.h"
 #include "mpi_glue/mpi_error.h"
 #include "nvlink/cuda/peer_access.h"
-#include "quantize/cuda/cuda_error.h"
+#include "ground/cuda/cuda_error.h"
 
 namespace gradagg {
 namespace {

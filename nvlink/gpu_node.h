@@ -21,7 +21,7 @@
 #include "nvlink/cuda/peer_group.h"
 #include "nvlink/peer_groups.h"
 #include "nvlink/shared_window_phase.h"
-#include "quantize/element_type.h"
+#include "ground/element_type.h"
 
 namespace gradagg {
 

@@ -31,8 +31,8 @@
 #include "mpi_glue/mpi_error.h"
 #include "nvlink/cuda/ipc_memory.h"
 #include "nvlink/gpu_node.h"
-#include "quantize/cuda/cuda_error.h"
-#include "quantize/cuda/device_memory.h"
+#include "ground/cuda/cuda_error.h"
+#include "ground/cuda/device_memory.h"
 
 namespace gradagg {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "aggregator/device_path.h"
 #include "nvlink/cuda/ipc_memory.h"
-#include "quantize/cuda/cuda_error.h"
+#include "ground/cuda/cuda_error.h"
 
 namespace gradagg {
 namespace {

@@ -5,9 +5,9 @@
 
 #include "aggregator/cuda/stripe_kernels.h"
 #include "aggregator/partition.h"
-#include "quantize/cuda/cuda_error.h"
+#include "ground/cuda/cuda_error.h"
 #include "quantize/cuda/cuda_quantizer.h"
-#include "quantize/cuda/device_memory.h"
+#include "ground/cuda/device_memory.h"
 
 namespace gradagg {
 namespace {

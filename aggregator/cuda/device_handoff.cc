@@ -4,8 +4,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "quantize/cuda/cuda_error.h"
-#include "quantize/cuda/device_memory.h"
+#include "ground/cuda/cuda_error.h"
+#include "ground/cuda/device_memory.h"
 
 namespace gradagg {
 namespace {

@@ -1,7 +1,7 @@
 #include "aggregator/cuda/stripe_kernels.h"
 
-#include "quantize/cuda/cuda_error.h"
-#include "quantize/cuda/element_convert.cuh"
+#include "ground/cuda/cuda_error.h"
+#include "ground/cuda/element_convert.cuh"
 
 namespace gradagg {
 namespace {

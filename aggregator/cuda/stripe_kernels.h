@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-#include "quantize/element_type.h"
+#include "ground/element_type.h"
 
 namespace gradagg {
 

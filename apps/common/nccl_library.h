@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "quantize/element_type.h"
+#include "ground/element_type.h"
 
 namespace gradagg {
 

@@ -10,8 +10,8 @@
 #include "mpi_glue/agreement.h"
 #include "mpi_glue/communicator.h"
 #include "mpi_glue/cuda_support.h"
-#include "quantize/cuda/cuda_error.h"
-#include "quantize/cuda/device_memory.h"
+#include "ground/cuda/cuda_error.h"
+#include "ground/cuda/device_memory.h"
 #if GRADAGG_WITH_NCCL
 #include "apps/common/nccl_library.h"
 #endif

@@ -18,7 +18,7 @@
 #include "apps/nvlink_benchmark/test_pattern.h"
 #include "mpi_glue/mpi_error.h"
 #include "nvlink/gpu_node.h"
-#include "quantize/cuda/cuda_error.h"
+#include "ground/cuda/cuda_error.h"
 
 namespace gradagg {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "quantize/element_type.h"
+#include "ground/element_type.h"
 
 namespace gradagg {
 

@@ -14,9 +14,9 @@
 #include <random>
 #include <vector>
 
-#include "quantize/cuda/cuda_error.h"
+#include "ground/cuda/cuda_error.h"
 #include "quantize/cuda/cuda_quantizer.h"
-#include "quantize/cuda/device_memory.h"
+#include "ground/cuda/device_memory.h"
 
 namespace {
 

@@ -4,12 +4,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "gradagg/device_gradient.h"
 #include "gradagg/errors.h"
-#include "gradagg/options.h"
 #include "mpi_glue/deadline.h"
 #include "mpi_glue/mpi_error.h"
-#include "quantize/cuda/cuda_error.h"
-#include "quantize/cuda/device_memory.h"
+#include "ground/cuda/cuda_error.h"
+#include "ground/cuda/device_memory.h"
 
 namespace gradagg {
 namespace {

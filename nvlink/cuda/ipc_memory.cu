@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "nvlink/cuda/ipc_memory.h"
-#include "quantize/cuda/cuda_error.h"
+#include "ground/cuda/cuda_error.h"
 
 namespace gradagg::nvlink {
 namespace {

@@ -5,8 +5,8 @@
 #include "nvlink/cuda/one_shot_kernel.cuh"
 #include "nvlink/cuda/peer_group.h"
 #include "nvlink/cuda/peer_group_internal.h"
-#include "quantize/cuda/cuda_error.h"
-#include "quantize/cuda/element_convert.cuh"
+#include "ground/cuda/cuda_error.h"
+#include "ground/cuda/element_convert.cuh"
 
 namespace gradagg::nvlink {
 

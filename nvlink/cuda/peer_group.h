@@ -27,8 +27,8 @@
 #include "nvlink/cuda/ipc_memory.h"
 #include "nvlink/cuda/peer_order.h"
 #include "nvlink/flat_buffers.h"
-#include "quantize/cuda/device_memory.h"
-#include "quantize/element_type.h"
+#include "ground/cuda/device_memory.h"
+#include "ground/element_type.h"
 
 namespace gradagg::nvlink {
 

@@ -10,7 +10,7 @@
 #include <type_traits>
 
 #include "nvlink/cuda/control_block.h"
-#include "quantize/cuda/cuda_error.h"
+#include "ground/cuda/cuda_error.h"
 
 namespace gradagg::nvlink::detail {
 

@@ -3,7 +3,7 @@
 
 #include "nvlink/cuda/peer_group.h"
 #include "nvlink/cuda/peer_group_internal.h"
-#include "quantize/cuda/cuda_error.h"
+#include "ground/cuda/cuda_error.h"
 
 namespace gradagg::nvlink {
 

@@ -5,8 +5,8 @@
 #include "nvlink/cuda/peer_group.h"
 #include "nvlink/cuda/peer_group_internal.h"
 #include "nvlink/cuda/two_shot_kernel.cuh"
-#include "quantize/cuda/cuda_error.h"
-#include "quantize/cuda/element_convert.cuh"
+#include "ground/cuda/cuda_error.h"
+#include "ground/cuda/element_convert.cuh"
 
 namespace gradagg::nvlink {
 

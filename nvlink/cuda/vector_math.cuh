@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "quantize/cuda/element_convert.cuh"
+#include "ground/cuda/element_convert.cuh"
 
 namespace gradagg::nvlink::device {
 

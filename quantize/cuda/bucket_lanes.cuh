@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "quantize/cuda/element_convert.cuh"
+#include "ground/cuda/element_convert.cuh"
 
 namespace gradagg::cuda_detail {
 

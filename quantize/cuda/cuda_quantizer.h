@@ -13,8 +13,8 @@
 
 #include "quantize/bucket_layout.h"
 #include "quantize/cuda/bucket_table.h"
-#include "quantize/cuda/device_memory.h"
-#include "quantize/element_type.h"
+#include "ground/cuda/device_memory.h"
+#include "ground/element_type.h"
 #include "quantize/quantizer_config.h"
 
 namespace gradagg {

@@ -12,7 +12,7 @@
 
 #include "gradagg/errors.h"
 #include "nvlink/gpu_node.h"
-#include "quantize/cuda/device_memory.h"
+#include "ground/cuda/device_memory.h"
 #include "test/gpu/one_gpu_per_rank.h"
 
 namespace gradagg {

@@ -9,8 +9,6 @@
 
 namespace gradagg {
 
-inline constexpr size_t kMinStagingChunkBytes = 4096;
-
 struct AggregatorOptions {
   int bits = 1;                   // GRADAGG_BITS: 1, 2, 4, 8 bits per element across nodes; 32 sends raw floats
   size_t bucketSize = 512;        // GRADAGG_BUCKET: elements per quantization bucket (1 .. 2^24)

@@ -24,4 +24,7 @@ struct DeviceGradient {
 // host buffers. kAuto asks MPI (MPIX_Query_cuda_support) and stages when it says no or cannot say.
 enum class MpiTransport { kAuto, kCudaAware, kStaged };
 
+// The staged transport's smallest chunk (AggregatorOptions::stagingChunkBytes).
+inline constexpr size_t kMinStagingChunkBytes = 4096;
+
 }  // namespace gradagg

@@ -5,7 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "quantize/element_type.h"
+#include "ground/element_type.h"
 
 namespace gradagg::cuda_detail {
 

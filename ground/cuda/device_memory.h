@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "quantize/cuda/cuda_error.h"
+#include "ground/cuda/cuda_error.h"
 
 namespace gradagg {
 

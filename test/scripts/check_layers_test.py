@@ -1,0 +1,59 @@
+"""scripts/check_layers.py on small trees: a clean one passes, and includes planted up or sideways are caught."""
+import importlib.util
+import os
+import tempfile
+import unittest
+
+_path = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "check_layers.py")
+_spec = importlib.util.spec_from_file_location("check_layers", _path)
+check_layers = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(check_layers)
+
+
+def tree(files):
+    root = tempfile.mkdtemp()
+    for name, text in files.items():
+        path = os.path.join(root, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+    return root
+
+
+CLEAN = {
+    "ground/include/gradagg/errors.h": "#pragma once\n",
+    "ground/element_type.h": "#pragma once\n",
+    "quantize/quantizer.h": '#include "ground/element_type.h"\n#include "gradagg/errors.h"\n',
+    "mpi_glue/exchange.h": '#include "gradagg/errors.h"\n#include <mpi.h>\n',
+    "nvlink/phase.h": '#include "mpi_glue/exchange.h"\n#include "local_helper.h"\n',
+    "aggregator/include/gradagg/aggregator.h": '#include "gradagg/errors.h"\n',
+    "aggregator/run.cc": '#include "nvlink/phase.h"\n#include "quantize/quantizer.h"\n#include "gradagg/aggregator.h"\n',
+    "apps/main.cc": '#include "aggregator/run.h"\n',
+    "test/anything.cc": '#include "apps/main.h"\n',
+}
+
+
+class CheckLayersTest(unittest.TestCase):
+    def test_a_clean_tree_passes(self):
+        self.assertEqual(check_layers.violations(tree(CLEAN)), [])
+
+    def test_includes_up_and_sideways_are_named(self):
+        files = dict(CLEAN)
+        files["mpi_glue/exchange.h"] += '#include "quantize/quantizer.h"\n'      # sideways
+        files["nvlink/phase.h"] += '#include "gradagg/aggregator.h"\n'          # up, through a public header
+        files["ground/element_type.h"] += '#include "mpi_glue/exchange.h"\n'    # the ground floor reaching up
+        found = check_layers.violations(tree(files))
+        self.assertEqual(len(found), 3, found)
+        self.assertTrue(any(line.startswith("mpi_glue/exchange.h:3:") and "of quantize/" in line for line in found))
+        self.assertTrue(any(line.startswith("nvlink/phase.h:3:") and "of aggregator/" in line for line in found))
+        self.assertTrue(any(line.startswith("ground/element_type.h:2:") for line in found))
+
+    def test_main_exits_one_on_a_violation(self):
+        files = dict(CLEAN)
+        files["quantize/quantizer.h"] += '#include "nvlink/phase.h"\n'
+        self.assertEqual(check_layers.main(["check_layers.py", tree(files)]), 1)
+        self.assertEqual(check_layers.main(["check_layers.py", tree(CLEAN)]), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -34,49 +34,46 @@ float LearningRateAt(const ScheduleSettings& schedule, float baseRate, size_t st
   return baseRate;
 }
 
-OptimizerKind ParseOptimizerKind(const std::string& name) {
-  if (name == "sgd") return OptimizerKind::kSgd;
-  if (name == "momentum") return OptimizerKind::kMomentum;
-  if (name == "nesterov") return OptimizerKind::kNesterov;
-  if (name == "adam") return OptimizerKind::kAdam;
-  if (name == "adamw") return OptimizerKind::kAdamW;
-  throw std::invalid_argument("--optimizer must be sgd, momentum, nesterov, adam or adamw, not '" + name + "'");
+namespace {
+
+// Each kind's name, once: parsing and printing read the same table.
+template <typename Kind>
+struct Named {
+  Kind kind;
+  const char* name;
+};
+constexpr Named<OptimizerKind> kOptimizerNames[] = {{OptimizerKind::kSgd, "sgd"},
+                                                    {OptimizerKind::kMomentum, "momentum"},
+                                                    {OptimizerKind::kNesterov, "nesterov"},
+                                                    {OptimizerKind::kAdam, "adam"},
+                                                    {OptimizerKind::kAdamW, "adamw"}};
+constexpr Named<ScheduleKind> kScheduleNames[] = {
+    {ScheduleKind::kConstant, "constant"}, {ScheduleKind::kStep, "step"}, {ScheduleKind::kCosine, "cosine"}};
+
+template <typename Kind, size_t N>
+Kind Parse(const Named<Kind> (&names)[N], const std::string& name, const char* flag) {
+  std::string choices;
+  for (const Named<Kind>& entry : names) {
+    if (name == entry.name) return entry.kind;
+    choices += std::string(choices.empty() ? "" : ", ") + entry.name;
+  }
+  throw std::invalid_argument(std::string(flag) + " must be one of " + choices + ", not '" + name + "'");
 }
 
-ScheduleKind ParseScheduleKind(const std::string& name) {
-  if (name == "constant") return ScheduleKind::kConstant;
-  if (name == "step") return ScheduleKind::kStep;
-  if (name == "cosine") return ScheduleKind::kCosine;
-  throw std::invalid_argument("--schedule must be constant, step or cosine, not '" + name + "'");
-}
-
-std::string ToString(OptimizerKind kind) {
-  switch (kind) {
-    case OptimizerKind::kSgd:
-      return "sgd";
-    case OptimizerKind::kMomentum:
-      return "momentum";
-    case OptimizerKind::kNesterov:
-      return "nesterov";
-    case OptimizerKind::kAdam:
-      return "adam";
-    case OptimizerKind::kAdamW:
-      return "adamw";
+template <typename Kind, size_t N>
+std::string NameOf(const Named<Kind> (&names)[N], Kind kind) {
+  for (const Named<Kind>& entry : names) {
+    if (entry.kind == kind) return entry.name;
   }
   return "?";
 }
 
-std::string ToString(ScheduleKind kind) {
-  switch (kind) {
-    case ScheduleKind::kConstant:
-      return "constant";
-    case ScheduleKind::kStep:
-      return "step";
-    case ScheduleKind::kCosine:
-      return "cosine";
-  }
-  return "?";
-}
+}  // namespace
+
+OptimizerKind ParseOptimizerKind(const std::string& name) { return Parse(kOptimizerNames, name, "--optimizer"); }
+ScheduleKind ParseScheduleKind(const std::string& name) { return Parse(kScheduleNames, name, "--schedule"); }
+std::string ToString(OptimizerKind kind) { return NameOf(kOptimizerNames, kind); }
+std::string ToString(ScheduleKind kind) { return NameOf(kScheduleNames, kind); }
 
 void Validate(const OptimizerSettings& o, const ScheduleSettings& s) {
   if (!(o.learningRate > 0.0f) || !std::isfinite(o.learningRate)) {

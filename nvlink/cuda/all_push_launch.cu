@@ -2,20 +2,13 @@
 // carries writes only; each rank sums its shard in rank order and writes the result (all_push_kernel.cuh).
 #include <algorithm>
 
+#include "ground/cuda/cuda_error.h"
+#include "ground/cuda/element_convert.cuh"
 #include "nvlink/cuda/all_push_kernel.cuh"
 #include "nvlink/cuda/peer_group.h"
 #include "nvlink/cuda/peer_group_internal.h"
-#include "ground/cuda/cuda_error.h"
-#include "ground/cuda/element_convert.cuh"
 
 namespace gradagg::nvlink {
-
-using detail::Aligned16;
-using detail::DeviceGuard;
-using detail::kControlBytes;
-using detail::Mix;
-using detail::RoundUp;
-using detail::WithRankCount;
 
 namespace {
 

@@ -2,8 +2,8 @@
 
 #include <cstring>
 
-#include "nvlink/cuda/ipc_memory.h"
 #include "ground/cuda/cuda_error.h"
+#include "nvlink/cuda/ipc_memory.h"
 
 namespace gradagg::nvlink {
 namespace {

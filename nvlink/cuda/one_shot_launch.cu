@@ -2,20 +2,13 @@
 // packets, then sums what arrived, in rank order (one_shot_kernel.cuh).
 #include <algorithm>
 
+#include "ground/cuda/cuda_error.h"
+#include "ground/cuda/element_convert.cuh"
 #include "nvlink/cuda/one_shot_kernel.cuh"
 #include "nvlink/cuda/peer_group.h"
 #include "nvlink/cuda/peer_group_internal.h"
-#include "ground/cuda/cuda_error.h"
-#include "ground/cuda/element_convert.cuh"
 
 namespace gradagg::nvlink {
-
-using detail::Aligned16;
-using detail::DeviceGuard;
-using detail::kControlBytes;
-using detail::Mix;
-using detail::RoundUp;
-using detail::WithRankCount;
 
 size_t DefaultOneShotMaxBytes(int ranks) {
   // Measured on H200s (bench/NOTES.md): one-shot pushes (G-1) copies of the message, two-shot about two, so the

@@ -1,7 +1,7 @@
 #include <cuda_runtime_api.h>
 
-#include "nvlink/cuda/peer_access.h"
 #include "ground/cuda/cuda_error.h"
+#include "nvlink/cuda/peer_access.h"
 
 namespace gradagg::nvlink {
 

@@ -7,19 +7,11 @@
 #include <utility>
 
 #include "gradagg/errors.h"
+#include "ground/cuda/cuda_error.h"
 #include "nvlink/cuda/peer_group.h"
 #include "nvlink/cuda/peer_group_internal.h"
-#include "ground/cuda/cuda_error.h"
 
 namespace gradagg::nvlink {
-
-using detail::Aligned16;
-using detail::DeviceGuard;
-using detail::kAlignment;
-using detail::kControlBytes;
-using detail::Mix;
-using detail::RoundUp;
-using detail::WithRankCount;
 
 PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather allGather, PeerGroupConfig config)
     : rank_(rank), names_(std::move(names)), allGather_(std::move(allGather)), config_(config) {

@@ -9,10 +9,10 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "nvlink/cuda/control_block.h"
 #include "ground/cuda/cuda_error.h"
+#include "nvlink/cuda/control_block.h"
 
-namespace gradagg::nvlink::detail {
+namespace gradagg::nvlink {
 
 constexpr size_t RoundUp(size_t value, size_t to) { return (value + to - 1) / to * to; }
 
@@ -62,4 +62,4 @@ void WithRankCount(int ranks, Use use) {
   }
 }
 
-}  // namespace gradagg::nvlink::detail
+}  // namespace gradagg::nvlink

@@ -1,18 +1,11 @@
 // The allreduce of buffers that are not registered: chunk by chunk through the group's staging area, which is.
 #include <algorithm>
 
+#include "ground/cuda/cuda_error.h"
 #include "nvlink/cuda/peer_group.h"
 #include "nvlink/cuda/peer_group_internal.h"
-#include "ground/cuda/cuda_error.h"
 
 namespace gradagg::nvlink {
-
-using detail::Aligned16;
-using detail::DeviceGuard;
-using detail::kControlBytes;
-using detail::Mix;
-using detail::RoundUp;
-using detail::WithRankCount;
 
 void PeerGroup::Staged(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
   const size_t elementBytes = ElementBytes(type);

@@ -1,11 +1,14 @@
-// The element types gradients may have on a GPU. Sums and quantizer statistics are always float32.
+// The element types gradients may have on a GPU: the public DataType (gradagg/device_gradient.h), under the name the
+// kernels use. Sums and quantizer statistics are always float32.
 #pragma once
 
 #include <cstddef>
 
+#include "gradagg/device_gradient.h"
+
 namespace gradagg {
 
-enum class ElementType { kFloat32, kBFloat16, kFloat16 };
+using ElementType = DataType;  // one enum for one idea
 
 inline size_t ElementBytes(ElementType type) { return type == ElementType::kFloat32 ? 4 : 2; }
 

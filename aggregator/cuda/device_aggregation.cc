@@ -25,14 +25,14 @@
 #include "aggregator/device_path.h"
 #include "aggregator/partition.h"
 #include "aggregator/stopwatch.h"
+#include "ground/cuda/cuda_error.h"
+#include "ground/cuda/device_memory.h"
 #include "mpi_glue/agreement.h"
 #include "mpi_glue/cuda/device_exchange.h"
 #include "mpi_glue/cuda_support.h"
 #include "mpi_glue/mpi_error.h"
 #include "nvlink/cuda/ipc_memory.h"
 #include "nvlink/gpu_node.h"
-#include "ground/cuda/cuda_error.h"
-#include "ground/cuda/device_memory.h"
 
 namespace gradagg {
 namespace {
@@ -227,7 +227,7 @@ void GpuPath::Run(const std::vector<DeviceGradient>& gradients, const BucketLayo
   } else if (contributes) {
     size_t offset = 0;
     for (const DeviceGradient& tensor : gradients) {
-      ConvertToFloat32(tensor.data, ElementTypeOf(tensor.type), tensor.count, flat + offset, stream);
+      ConvertToFloat32(tensor.data, tensor.type, tensor.count, flat + offset, stream);
       offset += tensor.count;
     }
   } else {
@@ -259,7 +259,7 @@ void GpuPath::Run(const std::vector<DeviceGradient>& gradients, const BucketLayo
   // 3. Intra-node all-gather, then 4. back into the caller's tensors.
   if (node_ && !oneNode) node_->AllGather(stripe, shards_, flat, stream);
   for (size_t i = 0, offset = 0; inPlace == nullptr && i < gradients.size(); offset += gradients[i++].count)
-    ConvertFromFloat32(flat + offset, gradients[i].count, gradients[i].data, ElementTypeOf(gradients[i].type), stream);
+    ConvertFromFloat32(flat + offset, gradients[i].count, gradients[i].data, gradients[i].type, stream);
   GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
   times.allGather = options_.timing ? clock.Lap() : 0.0;
   if (node_) node_->ThrowIfFailed();

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "aggregator/device_path.h"
-#include "nvlink/cuda/ipc_memory.h"
 #include "ground/cuda/cuda_error.h"
+#include "nvlink/cuda/ipc_memory.h"
 
 namespace gradagg {
 namespace {
@@ -18,18 +18,6 @@ bool IsKnown(DataType type) {
 }
 
 }  // namespace
-
-ElementType ElementTypeOf(DataType type) {
-  switch (type) {
-    case DataType::kBFloat16:
-      return ElementType::kBFloat16;
-    case DataType::kFloat16:
-      return ElementType::kFloat16;
-    case DataType::kFloat32:
-      break;
-  }
-  return ElementType::kFloat32;
-}
 
 std::string Hex(const void* pointer) {
   char text[32];
@@ -87,7 +75,7 @@ std::string DeviceGradientProblem(const std::vector<DeviceGradient>& gradients, 
     if (!IsKnown(tensor.type))
       return which + " has an unknown DataType " + std::to_string(static_cast<int>(tensor.type));
     if (tensor.count == 0) continue;
-    const size_t elementBytes = ElementBytes(ElementTypeOf(tensor.type));
+    const size_t elementBytes = ElementBytes(tensor.type);
     if (std::string problem =
             MemoryProblem(which, tensor.data, tensor.count * elementBytes, elementBytes, current, false);
         !problem.empty())

@@ -10,7 +10,6 @@
 
 namespace gradagg {
 
-ElementType ElementTypeOf(DataType type);
 std::string Hex(const void* pointer);
 
 // The calling thread's GPU, which must be `device` where that is known (>= 0).

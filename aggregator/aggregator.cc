@@ -11,6 +11,7 @@
 #include "aggregator/host_cross_node_backend.h"
 #include "aggregator/partition.h"
 #include "aggregator/stopwatch.h"
+#include "aggregator/three_phases.h"
 #include "mpi_glue/agreement.h"
 #include "mpi_glue/mpi_error.h"
 #include "mpi_glue/node_topology.h"
@@ -168,44 +169,15 @@ AggregationStats Aggregator::Impl::RunHost(const FlatBuffers& flat, const Bucket
 
 AggregationStats Aggregator::Impl::RunHostPhases(const FlatBuffers& flat, const BucketLayout& callLayout,
                                                  bool contributes) {
-  const bool timing = options.timing;
   Stopwatch totalClock;
-  Stopwatch clock;
   AggregationStats call;
-  PhaseTimes& times = call.times;
   if (!contributes) flat.Zero();
-
-  // Phase 2 on `values`, with its byte counts and non-finite buckets recorded.
-  const auto acrossNodes = [&](float* values, const BucketLayout& valuesLayout) {
-    crossNode->Aggregate(values, valuesLayout, timing ? &times : nullptr);
-    call.interNodeBytesSent = crossNode->lastBytesSent();
-    call.interNodeFloatBytes = crossNode->lastFloatBytes();
-    // Each rank counted its own stripe's buckets: the node's sum is the call's, the same on every rank.
-    call.nonFiniteBuckets = SumOver(topology.node(), crossNode->lastNonFiniteBuckets());
-  };
-  float* inPlace = topology.ranksPerNode() == 1 ? flat.Contiguous() : nullptr;
-  if (inPlace != nullptr) {
-    // One rank per node and one buffer: phases 1 and 3 are the identity, so phase 2 works on the gradient itself.
-    if (crossNode) acrossNodes(inPlace, callLayout);
-  } else if (flat.size() != 0) {
-    Reshape(callLayout);
-
-    // 1. Intra-node reduce-scatter: our stripe, summed over the node.
-    if (timing) clock.Lap();
-    intraNode->ReduceScatter(flat, shards, stripe.data());
-    if (timing) times.reduceScatter = clock.Lap();
-
-    // 2. Inter-node quantized exchange of the stripe.
-    if (crossNode) {
-      acrossNodes(stripe.data(), stripeLayout);
-      if (timing) clock.Lap();
-    }
-
-    // 3. Intra-node all-gather: every rank gets every stripe.
-    intraNode->AllGather(stripe.data(), shards, flat);
-    if (timing) times.allGather = clock.Lap();
-  }
-  times.total = totalClock.Lap();
+  // One rank per node and one buffer: phases 1 and 3 are the identity, so phase 2 works on the gradient itself.
+  const bool inPlace = topology.ranksPerNode() == 1 && flat.Contiguous() != nullptr;
+  if (!inPlace && flat.size() != 0) Reshape(callLayout);
+  const ThreePhases phases{inPlace ? nullptr : intraNode.get(), crossNode.get(), topology.node(), options.timing, {}};
+  RunThreePhases(phases, flat, callLayout, shards, stripe.data(), stripeLayout, call);
+  call.times.total = totalClock.Lap();
   return call;
 }
 

@@ -17,11 +17,12 @@
 #include <string>
 #include <vector>
 
+#include "ground/element_type.h"
 #include "mpi_glue/communicator.h"
 #include "nvlink/cuda/peer_group.h"
+#include "nvlink/intra_node_phase.h"
 #include "nvlink/peer_groups.h"
 #include "nvlink/shared_window_phase.h"
-#include "ground/element_type.h"
 
 namespace gradagg {
 
@@ -41,14 +42,27 @@ struct GpuNodeConfig {
 // GRADAGG_TRACE. Throws UsageError for a value that does not parse.
 GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config = {});
 
-class GpuNode {
+class GpuNode : public IntraNodePhase {
  public:
   // Collective over `node` (one rank per GPU; each rank's current device is its GPU). Keeps its own duplicate.
   GpuNode(MPI_Comm node, const GpuNodeConfig& config);
-  ~GpuNode();
+  ~GpuNode() override;
   // Local: the node's ranks are out of step (a failed call, an exception passing). Unmaps the peers' memory and
   // leaves this rank's own (which peers may still map) to the process's end: destruction then waits for no one.
-  void Abandon() noexcept;
+  void Abandon() noexcept override;
+
+  // IntraNodePhase on float32 device memory (the gradient one buffer), ordered on the stream of UseStream.
+  void UseStream(cudaStream_t stream) { stream_ = stream; }
+  void ReduceScatter(const FlatBuffers& gradient, const std::vector<ElementRange>& shards, float* stripe) override {
+    ReduceScatter(gradient.Contiguous(), shards, stripe, stream_);
+  }
+  void AllGather(const float* stripe, const std::vector<ElementRange>& shards, const FlatBuffers& gradient) override {
+    AllGather(stripe, shards, gradient.Contiguous(), stream_);
+  }
+  bool AllReduce(const FlatBuffers& gradient) override {
+    AllReduce(gradient.Contiguous(), gradient.Contiguous(), gradient.size(), ElementType::kFloat32, stream_);
+    return true;
+  }
 
   int localRank() const { return node_.rank(); }
   int localRanks() const { return node_.size(); }
@@ -93,6 +107,7 @@ class GpuNode {
   std::unique_ptr<nvlink::PeerGroup> peers_;     // one group: the whole node
   std::unique_ptr<SharedWindowPhase> hostTwin_;  // several groups: the host path
   float* pinned_ = nullptr;
+  cudaStream_t stream_ = nullptr;
   size_t pinnedElements_ = 0;
 };
 

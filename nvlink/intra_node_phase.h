@@ -1,5 +1,6 @@
 // Phases 1 and 3 of docs/DESIGN.md behind one interface: the intra-node reduce-scatter and all-gather through peer
-// memory. Implementations: SharedWindowPhase (host memory, an MPI shared window) and, on GPUs, CUDA IPC over NVLink.
+// memory. Implementations: SharedWindowPhase (host memory, an MPI shared window) and GpuNode (device memory, CUDA IPC
+// over NVLink; its gradient is one device buffer). Buffers are the implementation's kind of memory.
 #pragma once
 
 #include <vector>
@@ -21,6 +22,10 @@ class IntraNodePhase {
   // Phase 3, collective over the node. Local rank l passes its aggregated stripe (shards[l].count elements); every
   // rank receives every local rank's stripe at that rank's shard of `gradient`.
   virtual void AllGather(const float* stripe, const std::vector<ElementRange>& shards, const FlatBuffers& gradient) = 0;
+
+  // Phases 1 and 3 at once, in place: every rank's gradient becomes the node's sum, the same sums in local-rank order.
+  // Returns false where the implementation has no fused path (then run the two phases).
+  virtual bool AllReduce(const FlatBuffers&) { return false; }
   // Local: the node's ranks are out of step (a call failed here, or this rank is unwinding an exception), so the
   // destructor must not free collectively what it would otherwise: it leaves that to MPI_Finalize or MPI_Abort.
   virtual void Abandon() noexcept {}

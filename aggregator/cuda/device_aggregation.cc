@@ -25,6 +25,7 @@
 #include "aggregator/device_path.h"
 #include "aggregator/partition.h"
 #include "aggregator/stopwatch.h"
+#include "aggregator/three_phases.h"
 #include "ground/cuda/cuda_error.h"
 #include "ground/cuda/device_memory.h"
 #include "mpi_glue/agreement.h"
@@ -234,34 +235,22 @@ void GpuPath::Run(const std::vector<DeviceGradient>& gradients, const BucketLayo
     GRADAGG_CUDA_CHECK(cudaMemsetAsync(flat, 0, elements * sizeof(float), stream));
   }
 
-  // 1. Intra-node reduce-scatter. One node: phases 1 and 3 at once, as the fused allreduce in place (the same sums
-  //    in local-rank order), its time reported as the reduce-scatter's.
-  const bool oneNode = node_ && !cross_;
-  float* stripe = flat;
-  if (oneNode) {
-    node_->AllReduce(flat, flat, elements, ElementType::kFloat32, stream);
-  } else if (node_) {
-    stripe = stripe_.as<float>();
-    node_->ReduceScatter(flat, shards_, stripe, stream);
-  }
-  times.reduceScatter = Lap(stream, clock);
+  // 1-3. The phases on the float32 flat buffer (aggregator/three_phases.h), ordered on the caller's stream; one
+  //      node runs 1 and 3 fused, as the allreduce in place. Phase 2 returns with the stream idle.
+  const double convertIn = Lap(stream, clock);  // counted with phase 1, as the copy into its buffer
+  if (node_) node_->UseStream(stream);
+  if (crossBackend_) crossBackend_->UseStream(stream);
+  const ThreePhases phases{node_.get(), cross_.get(), topology_.node(), options_.timing,
+                           [stream] { GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream)); }};
+  RunThreePhases(phases, FlatBuffers({{flat, elements}}), layout, shards_, stripe_.as<float>(), stripeLayout_, stats);
+  times.reduceScatter += convertIn;
+  clock.Lap();
 
-  // 2. Inter-node quantized exchange of the stripe (returns with the stream idle).
-  if (cross_) {
-    crossBackend_->UseStream(stream);
-    cross_->Aggregate(stripe, node_ ? stripeLayout_ : layout, options_.timing ? &times : nullptr);
-    stats.interNodeBytesSent = cross_->lastBytesSent();
-    stats.interNodeFloatBytes = cross_->lastFloatBytes();
-    stats.nonFiniteBuckets = SumOver(topology_.node(), cross_->lastNonFiniteBuckets());  // each rank counted its stripe
-    clock.Lap();
-  }
-
-  // 3. Intra-node all-gather, then 4. back into the caller's tensors.
-  if (node_ && !oneNode) node_->AllGather(stripe, shards_, flat, stream);
+  // 4. Back into the caller's tensors.
   for (size_t i = 0, offset = 0; inPlace == nullptr && i < gradients.size(); offset += gradients[i++].count)
     ConvertFromFloat32(flat + offset, gradients[i].count, gradients[i].data, gradients[i].type, stream);
   GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
-  times.allGather = options_.timing ? clock.Lap() : 0.0;
+  times.allGather += options_.timing ? clock.Lap() : 0.0;  // the copy back counts with phase 3
   if (node_) node_->ThrowIfFailed();
 }
 

@@ -1,0 +1,50 @@
+#include "aggregator/three_phases.h"
+
+#include "aggregator/stopwatch.h"
+#include "mpi_glue/agreement.h"
+
+namespace gradagg {
+
+void RunThreePhases(const ThreePhases& phases, const FlatBuffers& flat, const BucketLayout& callLayout,
+                    const std::vector<ElementRange>& shards, float* stripe, const BucketLayout& stripeLayout,
+                    AggregationStats& stats) {
+  PhaseTimes& times = stats.times;
+  Stopwatch clock;
+  const auto lap = [&] {
+    if (!phases.timing) return 0.0;
+    if (phases.settle) phases.settle();
+    return clock.Lap();
+  };
+  // Phase 2 on `values`, with its byte counts and non-finite buckets. Each rank counted its own stripe's buckets:
+  // the node's sum is the call's, the same on every rank.
+  const auto acrossNodes = [&](float* values, const BucketLayout& layout) {
+    phases.cross->Aggregate(values, layout, phases.timing ? &times : nullptr);
+    stats.interNodeBytesSent = phases.cross->lastBytesSent();
+    stats.interNodeFloatBytes = phases.cross->lastFloatBytes();
+    stats.nonFiniteBuckets = SumOver(phases.nodeComm, phases.cross->lastNonFiniteBuckets());
+    lap();
+  };
+  if (flat.size() == 0) return;
+  if (phases.node == nullptr) {
+    if (phases.cross) acrossNodes(flat.Contiguous(), callLayout);
+    return;
+  }
+  lap();
+  if (!phases.cross && phases.node->AllReduce(flat)) {  // one node: 1 and 3 fused, timed as the reduce-scatter
+    times.reduceScatter = lap();
+    return;
+  }
+
+  // 1. Intra-node reduce-scatter: our stripe, summed over the node.
+  phases.node->ReduceScatter(flat, shards, stripe);
+  times.reduceScatter = lap();
+
+  // 2. Inter-node quantized exchange of the stripe.
+  if (phases.cross) acrossNodes(stripe, stripeLayout);
+
+  // 3. Intra-node all-gather: every rank gets every stripe.
+  phases.node->AllGather(stripe, shards, flat);
+  times.allGather = lap();
+}
+
+}  // namespace gradagg

@@ -8,8 +8,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "ground/element_range.h"
 #include "mpi_glue/ordered_exchange.h"
-#include "nvlink/flat_buffers.h"
 #include "quantize/bucket_layout.h"
 #include "quantize/quantizer_config.h"
 

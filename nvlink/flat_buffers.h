@@ -4,18 +4,13 @@
 #include <cstddef>
 #include <vector>
 
+#include "ground/element_range.h"
+
 namespace gradagg {
 
 struct FloatSpan {
   float* data = nullptr;
   size_t size = 0;
-};
-
-// A range of element indices [begin, begin + count).
-struct ElementRange {
-  size_t begin = 0;
-  size_t count = 0;
-  size_t end() const { return begin + count; }
 };
 
 class FlatBuffers {

@@ -23,12 +23,12 @@
 #include <string>
 #include <vector>
 
+#include "ground/cuda/device_memory.h"
+#include "ground/element_range.h"
+#include "ground/element_type.h"
 #include "nvlink/cuda/control_block.h"
 #include "nvlink/cuda/ipc_memory.h"
 #include "nvlink/cuda/peer_order.h"
-#include "nvlink/flat_buffers.h"
-#include "ground/cuda/device_memory.h"
-#include "ground/element_type.h"
 
 namespace gradagg::nvlink {
 

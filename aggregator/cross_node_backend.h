@@ -19,8 +19,15 @@
 
 namespace gradagg {
 
+// Frees memory of a backend's kind; an empty one (the default) frees nothing.
+struct BackendFree {
+  void (*free)(void*) = nullptr;
+  void operator()(void* memory) const noexcept {
+    if (free != nullptr) free(memory);
+  }
+};
 // Zeroed memory of the backend's kind, freed with its holder.
-using BackendMemory = std::unique_ptr<void, void (*)(void*)>;
+using BackendMemory = std::unique_ptr<void, BackendFree>;
 
 class CrossNodeBackend {
  public:

@@ -13,8 +13,6 @@ constexpr int kGatherTag = 2;
 
 size_t RoundUp(size_t bytes, size_t alignment) { return (bytes + alignment - 1) / alignment * alignment; }
 
-void NoMemory(void*) {}
-
 }  // namespace
 
 CrossNodePhase::CrossNodePhase(MPI_Comm cross, const AggregatorOptions& options,
@@ -24,13 +22,7 @@ CrossNodePhase::CrossNodePhase(MPI_Comm cross, const AggregatorOptions& options,
       quantizer_(QuantizerConfigOf(options)),
       errorFeedback_(options.errorFeedback),
       quantizeOwnStripe_(options.quantizeOwnStripe),
-      backend_(std::move(backend)),
-      stripeResidual_(nullptr, NoMemory),
-      ownResidual_(nullptr, NoMemory),
-      ownSum_(nullptr, NoMemory),
-      stripeWire_(nullptr, NoMemory),
-      ownWire_(nullptr, NoMemory),
-      received_(nullptr, NoMemory) {}
+      backend_(std::move(backend)) {}
 
 void CrossNodePhase::Reshape(const BucketLayout& layout) {
   if (shaped_ && layout == plan_.stripe) return;
@@ -41,12 +33,13 @@ void CrossNodePhase::Reshape(const BucketLayout& layout) {
   const size_t ownBytes = plan_.own.count * sizeof(float);
   ownSlotBytes_ = RoundUp(plan_.ownWireBytes, alignment);
   // Fresh memory is zeroed: a new layout starts with fresh residuals.
-  stripeResidual_ = Allocate(layout.elements() * sizeof(float));
-  ownResidual_ = Allocate(ownBytes);
-  ownSum_ = Allocate(ownBytes);
-  stripeWire_ = Allocate(RoundUp(plan_.stripeWireBytes, alignment));
-  ownWire_ = Allocate(ownSlotBytes_);
-  received_ = Allocate(ownSlotBytes_ * position_.nodes);
+  CrossNodeBackend& backend = *backend_;
+  stripeResidual_ = backend.Allocate(layout.elements() * sizeof(float));
+  ownResidual_ = backend.Allocate(ownBytes);
+  ownSum_ = backend.Allocate(ownBytes);
+  stripeWire_ = backend.Allocate(RoundUp(plan_.stripeWireBytes, alignment));
+  ownWire_ = backend.Allocate(ownSlotBytes_);
+  received_ = backend.Allocate(ownSlotBytes_ * position_.nodes);
 }
 
 void CrossNodePhase::ResetResiduals() {

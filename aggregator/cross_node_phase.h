@@ -41,7 +41,6 @@ class CrossNodePhase {
 
  private:
   void Reshape(const BucketLayout& layout);
-  BackendMemory Allocate(size_t bytes) { return backend_->Allocate(bytes); }
 
   MPI_Comm cross_;
   NodePosition position_;

@@ -21,7 +21,7 @@ class HostCrossNodeBackend final : public CrossNodeBackend {
   BackendMemory Allocate(size_t bytes) override {
     void* memory = std::calloc(bytes > 0 ? bytes : 1, 1);  // 16-byte aligned, zeroed
     if (memory == nullptr) throw std::bad_alloc();
-    return BackendMemory(memory, FreeHost);
+    return BackendMemory(memory, BackendFree{FreeHost});
   }
   void Zero(void* memory, size_t bytes) override {
     if (bytes > 0) std::memset(memory, 0, bytes);

@@ -107,8 +107,8 @@ class GpuNode : public IntraNodePhase {
   std::unique_ptr<nvlink::PeerGroup> peers_;     // one group: the whole node
   std::unique_ptr<SharedWindowPhase> hostTwin_;  // several groups: the host path
   float* pinned_ = nullptr;
-  cudaStream_t stream_ = nullptr;
   size_t pinnedElements_ = 0;
+  cudaStream_t stream_ = nullptr;  // of the IntraNodePhase calls (UseStream)
 };
 
 }  // namespace gradagg

@@ -6,8 +6,8 @@
 #include "aggregator/cuda/stripe_kernels.h"
 #include "aggregator/partition.h"
 #include "ground/cuda/cuda_error.h"
-#include "quantize/cuda/cuda_quantizer.h"
 #include "ground/cuda/device_memory.h"
+#include "quantize/cuda/cuda_quantizer.h"
 
 namespace gradagg {
 namespace {
@@ -64,14 +64,10 @@ class CudaCrossNodeBackend final : public DeviceCrossNodeBackend {
 
   BackendMemory Allocate(size_t bytes) override {
     void* memory = nullptr;
-    if (bytes > 0) {
-      GRADAGG_CUDA_CHECK(cudaMalloc(&memory, bytes));
-      BackendMemory owned(memory, FreeDevice);
-      GRADAGG_CUDA_CHECK(cudaMemset(memory, 0, bytes));
-      GRADAGG_CUDA_CHECK(cudaDeviceSynchronize());
-      return owned;
-    }
-    return BackendMemory(nullptr, FreeDevice);
+    if (bytes > 0) GRADAGG_CUDA_CHECK(cudaMalloc(&memory, bytes));
+    BackendMemory owned(memory, BackendFree{FreeDevice});
+    Zero(memory, bytes);
+    return owned;
   }
   void Zero(void* memory, size_t bytes) override {
     if (bytes > 0) GRADAGG_CUDA_CHECK(cudaMemset(memory, 0, bytes));

@@ -54,8 +54,7 @@ class Quantizer {
   }
 
  private:
-  template <typename Emit>
-  size_t DecodeWith(const void* wire, const BucketLayout& layout, Emit emit) const;
+  size_t DecodeInto(const void* wire, const BucketLayout& layout, float* out, bool accumulate) const;
 
   QuantizerConfig config_;
   float clip_;

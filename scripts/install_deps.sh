@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(cmake make g++ python3 libopenmpi-dev openmpi-bin libboost-program-options-dev
-          libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev dataset-fashion-mnist)
+          libgtest-dev libgmock-dev libbenchmark-dev libhwy-dev zlib1g-dev dataset-fashion-mnist)
 
 missing=()
 for package in "${packages[@]}"; do

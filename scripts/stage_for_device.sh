@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Copies what a GPU-machine round runs (the GPU test and benchmark binaries, the trainer, and Google Benchmark's
-# shared library, which that machine lacks) into .device-carry/ (git-ignored), to be named in the device tool's
+# Copies what a GPU-machine round runs (the GPU test and benchmark binaries, the trainer, and the shared libraries
+# of Google Benchmark and Google Highway, which that machine lacks) into .device-carry/ (git-ignored), to be named in the device tool's
 # `carry`. With --with-data, also Fashion-MNIST (30 MB) into .device-carry/fashion-mnist for the trainer.
 # Build first (scripts/build.sh); CUDA binaries exist only where nvcc was found.
 set -euo pipefail
@@ -13,6 +13,8 @@ for binary in gradagg_gpu_tests gradagg_cuda_quantize_benchmark gradagg gradagg_
   [ -x "$root/build/bin/$binary" ] && cp "$root/build/bin/$binary" "$carry/"
 done
 library=$(ldconfig -p | awk '/libbenchmark\.so\.1debian/ {print $NF; exit}')
+[ -n "$library" ] && cp "$library" "$carry/"
+library=$(ldconfig -p | awk '/libhwy\.so\.1 / {print $NF; exit}')
 [ -n "$library" ] && cp "$library" "$carry/"
 if [ "${1:-}" = --with-data ]; then
   mkdir -p "$carry/fashion-mnist"

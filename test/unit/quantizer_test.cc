@@ -2,6 +2,7 @@
 #include "quantize/quantizer.h"
 
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "quantize/bucket_codec.h"
 #include "quantize/bucket_layout.h"
 #include "quantize/canonical_sum.h"
 #include "quantize/wire_format.h"
@@ -40,8 +42,8 @@ bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 // (bits, mean threshold, bucket size, element count)
 class QuantizerModes : public ::testing::TestWithParam<std::tuple<int, bool, size_t, size_t>> {};
 
-TEST_P(QuantizerModes, MatchesReferenceBitwiseWithResidual) {
-  const auto [bits, mean, bucket, count] = GetParam();
+// Encode (with a residual), Decode and DecodeAccumulate against the reference, bit for bit.
+void ExpectMatchesReference(int bits, bool mean, size_t bucket, size_t count) {
   const Quantizer quantizer(QuantizerConfigFor(bits, bucket, mean));
   const std::vector<float> values = RandomNormal(count, static_cast<uint32_t>(count * 31 + bits));
   std::vector<float> residual = RandomNormal(count, 7, 0.1f);
@@ -65,6 +67,11 @@ TEST_P(QuantizerModes, MatchesReferenceBitwiseWithResidual) {
     ASSERT_TRUE(SameBits(decoded[i], expected.decoded[i])) << "decode at " << i;
     ASSERT_TRUE(SameBits(accumulated[i], 1.5f + expected.decoded[i])) << "accumulate at " << i;
   }
+}
+
+TEST_P(QuantizerModes, MatchesReferenceBitwiseWithResidual) {
+  const auto [bits, mean, bucket, count] = GetParam();
+  ExpectMatchesReference(bits, mean, bucket, count);
 }
 
 TEST_P(QuantizerModes, WithoutResidualEncodesTheValues) {
@@ -193,7 +200,7 @@ TEST(Quantizer, TinyRangeDecodesToZero) {
 
 // A NaN, +Inf or -Inf in one bucket: that bucket decodes non-finite everywhere and is counted, its residual keeps
 // its value, the other buckets are untouched, and the next finite call is clean.
-TEST(Quantizer, NonFiniteBucketKeepsItsResidualAndIsCounted) {
+void ExpectNonFiniteBucketsHandled() {
   const float bads[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
                         -std::numeric_limits<float>::infinity()};
   for (int bits : {1, 2, 4, 8}) {
@@ -224,6 +231,8 @@ TEST(Quantizer, NonFiniteBucketKeepsItsResidualAndIsCounted) {
     }
   }
 }
+
+TEST(Quantizer, NonFiniteBucketKeepsItsResidualAndIsCounted) { ExpectNonFiniteBucketsHandled(); }
 
 TEST(Quantizer, OverflowingStatisticsCountAsNonFinite) {
   const Quantizer quantizer(QuantizerConfigFor(4, 16, false));
@@ -376,6 +385,36 @@ TEST(WireFormat, SizesFollowFromElementsBucketAndBits) {
   EXPECT_EQ(WireBytes(1000, 512, 32), 4000u);
   EXPECT_EQ(BucketWireBytes(5, 4), 12u);
 }
+
+// The codec is compiled once per SIMD target (bucket_codec.h) and the CPU picks one; here every target this CPU can
+// run is forced in turn and must give the reference's bits, including the one-lane tails of every vector width.
+class QuantizerOnEveryTarget : public ::testing::TestWithParam<int64_t> {
+ protected:
+  void SetUp() override { hwy::SetSupportedTargetsForTest(GetParam()); }
+  void TearDown() override { hwy::SetSupportedTargetsForTest(0); }
+};
+
+TEST_P(QuantizerOnEveryTarget, RunsTheForcedTarget) { EXPECT_STREQ(BucketCodecTarget(), hwy::TargetName(GetParam())); }
+
+TEST_P(QuantizerOnEveryTarget, MatchesReferenceInEveryMode) {
+  for (int bits : {1, 2, 4, 8}) {
+    for (bool mean : {false, true}) {
+      for (size_t bucket : {size_t{1}, size_t{3}, size_t{100}, size_t{512}, size_t{4096}}) {
+        for (size_t count : {size_t{1}, size_t{31}, size_t{33}, size_t{511}, size_t{513}, size_t{2000}, size_t{5000}}) {
+          SCOPED_TRACE(::testing::Message() << "bits " << bits << " mean " << mean << " bucket " << bucket << " count "
+                                            << count);
+          ExpectMatchesReference(bits, mean, bucket, count);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(QuantizerOnEveryTarget, HandlesNonFiniteBuckets) { ExpectNonFiniteBucketsHandled(); }
+
+INSTANTIATE_TEST_SUITE_P(Targets, QuantizerOnEveryTarget, ::testing::ValuesIn(hwy::SupportedAndGeneratedTargets()),
+                         [](const ::testing::TestParamInfo<int64_t>& info) { return hwy::TargetName(info.param); });
 
 }  // namespace
 }  // namespace gradagg

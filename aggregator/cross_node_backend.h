@@ -3,8 +3,8 @@
 // cuda/device_cross_node_backend.h device memory (the CUDA quantizer on a stream, MPI CUDA-aware or staged). Both
 // produce the same bytes, so the phase's result does not depend on where it ran.
 //
-// Pointers passed in are the backend's kind of memory. Calls may be queued (on a CUDA stream) until Settle or
-// FinishCall; the exchange's onReady callbacks may queue more.
+// Pointers passed in are the backend's kind of memory. Calls may be queued (on a CUDA stream) until FinishCall; the
+// exchange's beforeSend and onReady callbacks may queue more.
 #pragma once
 
 #include <mpi.h>
@@ -29,6 +29,9 @@ struct BackendFree {
 // Zeroed memory of the backend's kind, freed with its holder.
 using BackendMemory = std::unique_ptr<void, BackendFree>;
 
+// The codec's two kinds of work, timed apart.
+enum class CodecStep { kEncode, kDecode };
+
 class CrossNodeBackend {
  public:
   virtual ~CrossNodeBackend() = default;
@@ -50,19 +53,19 @@ class CrossNodeBackend {
   virtual void Add(float* sum, const float* values, size_t count) = 0;
   virtual void Fold(float* values, float* residual, size_t count) = 0;
 
-  // ExchangeInRankOrder (mpi_glue/ordered_exchange.h) on the backend's memory, within its deadline.
+  // ExchangeInRankOrder (mpi_glue/ordered_exchange.h) on the backend's memory, within its deadline. beforeSend(p),
+  // where set, produces sends[p] (it may queue work); p's bytes leave once it is done, while later parts are produced.
   virtual void Exchange(MPI_Comm cross, int tag, const std::vector<SendBuffer>& sends,
-                        const std::vector<ReceiveBuffer>& receives, const std::function<void(int)>& onReady,
-                        const char* what) = 0;
+                        const std::vector<ReceiveBuffer>& receives, const std::function<void(int)>& beforeSend,
+                        const std::function<void(int)>& onReady, const char* what) = 0;
 
-  // One call: StartCall before the first step (timing: decodes are timed and Settle waits); Settle between timed
-  // steps; TimeDecode around each decode; FinishCall waits for all queued work and returns the non-finite buckets
-  // counted; DecodeSeconds after it.
+  // One call: StartCall first (timing on or off); Time around each encode and decode; FinishCall waits for all
+  // queued work and returns the non-finite buckets counted; Seconds after it: the time spent in each step (0 with
+  // timing off).
   virtual void StartCall(bool timing) = 0;
-  virtual void Settle() = 0;
-  virtual void TimeDecode(const std::function<void()>& decode) = 0;
+  virtual void Time(CodecStep step, const std::function<void()>& work) = 0;
   virtual size_t FinishCall() = 0;
-  virtual double DecodeSeconds() const = 0;
+  virtual double Seconds(CodecStep step) const = 0;
 };
 
 }  // namespace gradagg

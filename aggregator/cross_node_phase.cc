@@ -61,25 +61,25 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
   backend.StartCall(times != nullptr);
   Stopwatch clock;
 
-  // 1. Quantize the stripe, one run of buckets per owner. Without quantizeOwnStripe our own part enters our sum
-  //    exactly, its residual folded in and so consumed.
-  for (size_t j = 0; j < position_.nodes; ++j) {
-    if (j == ownIndex && !quantizeOwnStripe_) continue;
-    const size_t begin = plan_.subStripes[j].begin;
-    backend.Encode(stripe + begin, stripeResidual != nullptr ? stripeResidual + begin : nullptr, j,
-                   stripeWire + plan_.wireOffsets[j]);
-  }
-  if (!quantizeOwnStripe_ && stripeResidual != nullptr) {
-    backend.Fold(stripe + own.begin, stripeResidual + own.begin, own.count);
-  }
-  backend.Settle();
-  const double quantizeSeconds = clock.Lap();
-
-  // 2. Send each owner its part; sum the parts of ours in source-node order.
+  // 1-2. Each owner's part is quantized just before it is sent (beforeSend), so the first part is on the wire while
+  //      the next is quantized; the parts of our sub-stripe are summed in source-node order as they arrive. Our own
+  //      part is quantized when its turn in that order comes; without quantizeOwnStripe it enters our sum exactly,
+  //      its residual folded in and so consumed.
+  const auto quantizePart = [&](int ownerRank) {
+    const size_t begin = plan_.subStripes[static_cast<size_t>(ownerRank)].begin;
+    backend.Time(CodecStep::kEncode, [&] {
+      backend.Encode(stripe + begin, stripeResidual != nullptr ? stripeResidual + begin : nullptr,
+                     static_cast<size_t>(ownerRank), stripeWire + plan_.wireOffsets[static_cast<size_t>(ownerRank)]);
+    });
+  };
   const ExchangeMessages scatter = plan_.Scatter(stripeWire, received, ownSlotBytes_);
   const auto sumInOrder = [&](int sourceRank) {
     const auto source = static_cast<size_t>(sourceRank);
-    backend.TimeDecode([&] {
+    if (source == ownIndex && quantizeOwnStripe_) quantizePart(sourceRank);
+    if (source == ownIndex && !quantizeOwnStripe_ && stripeResidual != nullptr) {
+      backend.Fold(stripe + own.begin, stripeResidual + own.begin, own.count);
+    }
+    backend.Time(CodecStep::kDecode, [&] {
       if (source == ownIndex && !quantizeOwnStripe_) {
         const float* exact = stripe + own.begin;
         if (source == 0) {
@@ -97,15 +97,11 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
       }
     });
   };
-  backend.Exchange(cross_, kScatterTag, scatter.sends, scatter.receives, sumInOrder,
+  backend.Exchange(cross_, kScatterTag, scatter.sends, scatter.receives, quantizePart, sumInOrder,
                    "phase 2, the quantized parts of our sub-stripe");
-  backend.Settle();  // timed: the decodes the exchange queued belong to this step
-  const double scatterSeconds = clock.Lap();
 
   // 3. Re-quantize our sum with the second residual.
-  backend.Encode(sum, ownResidual, ownIndex, ownWire_.get());
-  backend.Settle();
-  const double requantizeSeconds = clock.Lap();
+  backend.Time(CodecStep::kEncode, [&] { backend.Encode(sum, ownResidual, ownIndex, ownWire_.get()); });
 
   // 4. All-gather the quantized sums into the stripe's wire image, and decode every owner's part. Every node decodes
   //    the same bytes, so every node counts the same non-finite buckets.
@@ -113,20 +109,22 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
   const auto decodeInOrder = [&](int ownerRank) {
     const auto owner = static_cast<size_t>(ownerRank);
     const void* part = owner == ownIndex ? ownWire_.get() : gather.receives[owner].data;
-    backend.TimeDecode([&] { backend.Decode(part, owner, stripe + plan_.subStripes[owner].begin, true); });
+    backend.Time(CodecStep::kDecode,
+                 [&] { backend.Decode(part, owner, stripe + plan_.subStripes[owner].begin, true); });
   };
-  backend.Exchange(cross_, kGatherTag, gather.sends, gather.receives, decodeInOrder,
+  backend.Exchange(cross_, kGatherTag, gather.sends, gather.receives, nullptr, decodeInOrder,
                    "phase 2, the all-gather of the owners' quantized sums");
   lastNonFiniteBuckets_ = backend.FinishCall();
-  const double gatherSeconds = clock.Lap();
+  const double seconds = clock.Lap();
 
   lastBytesSent_ = plan_.bytesSent;
   lastFloatBytes_ = plan_.floatBytes;
-  if (times != nullptr) {
-    const double decodeSeconds = backend.DecodeSeconds();
-    times->quantize += quantizeSeconds + requantizeSeconds;
+  if (times != nullptr) {  // the exchange's share: the time not spent in the codec, waiting for the network
+    const double quantizeSeconds = backend.Seconds(CodecStep::kEncode);
+    const double decodeSeconds = backend.Seconds(CodecStep::kDecode);
+    times->quantize += quantizeSeconds;
     times->decode += decodeSeconds;
-    times->exchange += scatterSeconds + gatherSeconds - decodeSeconds;
+    times->exchange += seconds - quantizeSeconds - decodeSeconds;
   }
 }
 

@@ -1,9 +1,9 @@
 // Phase 2 of docs/DESIGN.md: the 1-bit-SGD-style exchange among the ranks of equal local index on all M nodes,
 // written once over a CrossNodeBackend (host or CUDA memory: cross_node_backend.h).
 //
-//   1. quantize the stripe (+ residual r1), one run of whole buckets per owning node;
+//   1. quantize the stripe (+ residual r1), one run of whole buckets per owning node, each just before it is sent;
 //   2. send sub-stripe j to node j, receive ours from every node, and sum them in source-node order
-//      (decoded as they arrive, but always added in that order);
+//      (decoded as they arrive, but always added in that order), overlapping 1;
 //   3. re-quantize our sum (+ residual r2);
 //   4. all-gather the quantized sums; every node, the owner too, decodes every one into the stripe.
 //

@@ -54,30 +54,30 @@ class HostCrossNodeBackend final : public CrossNodeBackend {
   }
 
   void Exchange(MPI_Comm cross, int tag, const std::vector<SendBuffer>& sends,
-                const std::vector<ReceiveBuffer>& receives, const std::function<void(int)>& onReady,
-                const char* what) override {
-    ExchangeInRankOrder(cross, tag, sends, receives, onReady, kDefaultMaxMessageBytes, timeoutSeconds_, what);
+                const std::vector<ReceiveBuffer>& receives, const std::function<void(int)>& beforeSend,
+                const std::function<void(int)>& onReady, const char* what) override {
+    ExchangeInRankOrder(cross, tag, sends, receives, onReady, kDefaultMaxMessageBytes, timeoutSeconds_, what,
+                        beforeSend);
   }
 
   void StartCall(bool) override {
     nonFinite_ = 0;
-    decodeSeconds_ = 0.0;
+    seconds_[0] = seconds_[1] = 0.0;
   }
-  void Settle() override {}
-  void TimeDecode(const std::function<void()>& decode) override {
+  void Time(CodecStep step, const std::function<void()>& work) override {
     Stopwatch clock;
-    decode();
-    decodeSeconds_ += clock.Lap();
+    work();
+    seconds_[static_cast<int>(step)] += clock.Lap();
   }
   size_t FinishCall() override { return nonFinite_; }
-  double DecodeSeconds() const override { return decodeSeconds_; }
+  double Seconds(CodecStep step) const override { return seconds_[static_cast<int>(step)]; }
 
  private:
   Quantizer quantizer_;
   double timeoutSeconds_;
   std::vector<BucketLayout> layouts_;
   size_t nonFinite_ = 0;
-  double decodeSeconds_ = 0.0;
+  double seconds_[2] = {};  // by CodecStep
 };
 
 }  // namespace

@@ -33,7 +33,8 @@ void DrainQuietly(std::vector<MPI_Request>& requests) {
 
 void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends,
                          const std::vector<ReceiveBuffer>& receives, const std::function<void(int)>& onReady,
-                         size_t maxMessageBytes, double timeoutSeconds, const char* what) {
+                         size_t maxMessageBytes, double timeoutSeconds, const char* what,
+                         const std::function<void(int)>& beforeSend) {
   const Deadline deadline(timeoutSeconds);
   int rank = 0;
   int size = 0;
@@ -60,17 +61,7 @@ void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
     });
   }
 
-  // 2. Sends.
   std::vector<MPI_Request> sendRequests;
-  for (int peer = 0; peer < size; ++peer) {
-    const SendBuffer& buffer = sends[static_cast<size_t>(peer)];
-    if (peer == rank) continue;
-    ForEachPiece(buffer.bytes, maxMessageBytes, [&](size_t offset, int bytes) {
-      sendRequests.emplace_back();
-      GRADAGG_MPI_CHECK(MPI_Isend(static_cast<const char*>(buffer.data) + offset, bytes, MPI_BYTE, peer, tag, comm,
-                                  &sendRequests.back()));
-    });
-  }
 
   // Past the deadline: give up on the requests (never wait on them again), name whom we still wait for, throw.
   auto timeOut = [&] {
@@ -79,12 +70,27 @@ void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
     throw TimeoutError(ExchangeTimeoutMessage(comm, what, timeoutSeconds, chunksLeft));
   };
 
-  // 3. Completion-driven, consumed in rank order.
+  // 3. Completion-driven, consumed in rank order. The sends of 2 are inside the same clean-up: if beforeSend or
+  //    onReady throws, all traffic posted so far completes before the exception leaves.
   int nextReady = 0;
   auto releaseReadyPrefix = [&] {
     while (nextReady < size && chunksLeft[static_cast<size_t>(nextReady)] == 0) onReady(nextReady++);
   };
   try {
+    // 2. Sends, starting with the next rank; each produced (beforeSend) just before it leaves.
+    for (int step = 1; step < size; ++step) {
+      const int peer = (rank + step) % size;
+      const SendBuffer& buffer = sends[static_cast<size_t>(peer)];
+      if (buffer.bytes == 0) continue;
+      if (beforeSend) beforeSend(peer);
+      ForEachPiece(buffer.bytes, maxMessageBytes, [&](size_t offset, int bytes) {
+        sendRequests.emplace_back();
+        GRADAGG_MPI_CHECK(MPI_Isend(static_cast<const char*>(buffer.data) + offset, bytes, MPI_BYTE, peer, tag, comm,
+                                    &sendRequests.back()));
+      });
+    }
+
+    // 3.
     releaseReadyPrefix();
     for (size_t done = 0; done < receiveRequests.size(); ++done) {
       int index = MPI_UNDEFINED;

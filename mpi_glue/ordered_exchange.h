@@ -28,7 +28,10 @@ inline constexpr size_t kDefaultMaxMessageBytes = size_t{1} << 30;
 
 // Collective over `comm` in effect: every rank calls it with matching sizes.
 //   1. Posts a receive of exactly receives[p].bytes from every peer p with bytes > 0.
-//   2. Sends sends[p] to every peer p with bytes > 0 (the same buffer may go to several peers).
+//   2. Sends sends[p] to every peer p with bytes > 0 (the same buffer may go to several peers), in the order
+//      rank + 1, rank + 2, ... (wrapping), so that the ranks do not all start with the same peer. Where beforeSend
+//      is set, beforeSend(p) comes just before p's send is posted: the caller may fill sends[p] there, so that the
+//      first message is on the wire while the next is being produced.
 //   3. As receives complete (MPI_Waitany), calls onReady(p) for p = 0, 1, ..., size-1 in that order, each as soon
 //      as p's bytes and those of every lower rank are in place; onReady(self) comes in its turn, with no traffic.
 //   4. Returns when every receive and send has completed.
@@ -40,6 +43,6 @@ inline constexpr size_t kDefaultMaxMessageBytes = size_t{1} << 30;
 void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends,
                          const std::vector<ReceiveBuffer>& receives, const std::function<void(int)>& onReady,
                          size_t maxMessageBytes = kDefaultMaxMessageBytes, double timeoutSeconds = 0.0,
-                         const char* what = "an ordered exchange");
+                         const char* what = "an ordered exchange", const std::function<void(int)>& beforeSend = {});
 
 }  // namespace gradagg

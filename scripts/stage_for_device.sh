@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 carry="$root/.device-carry"
 rm -rf "$carry"
 mkdir -p "$carry"
-for binary in gradagg_gpu_tests gradagg_cuda_quantize_benchmark gradagg gradagg_mpi_tests train \
+for binary in gradagg_gpu_tests gradagg_cuda_quantize_benchmark gradagg_quantize_benchmark gradagg gradagg_mpi_tests train \
   gradagg_nvlink_gpu_tests gradagg_nvlink_benchmark gradagg_device_gpu_tests; do
   [ -x "$root/build/bin/$binary" ] && cp "$root/build/bin/$binary" "$carry/"
 done

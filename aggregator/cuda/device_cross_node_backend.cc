@@ -14,13 +14,13 @@ namespace {
 
 void FreeDevice(void* memory) { cudaFree(memory); }
 
-// Sums the GPU time of the decodes of one call, when timing is on (events, so decodes stay asynchronous).
-class DecodeTimer {
+// Sums the GPU time of one kind of codec work in one call, when timing is on (events, so it stays asynchronous).
+class CodecTimer {
  public:
-  DecodeTimer() = default;
-  DecodeTimer(const DecodeTimer&) = delete;
-  DecodeTimer& operator=(const DecodeTimer&) = delete;
-  ~DecodeTimer() { Clear(); }
+  CodecTimer() = default;
+  CodecTimer(const CodecTimer&) = delete;
+  CodecTimer& operator=(const CodecTimer&) = delete;
+  ~CodecTimer() { Clear(); }
 
   void Clear() {
     for (auto& [start, stop] : pairs_) {
@@ -97,24 +97,21 @@ class CudaCrossNodeBackend final : public DeviceCrossNodeBackend {
   void Fold(float* values, float* residual, size_t count) override { FoldResidual(values, residual, count, stream_); }
 
   void Exchange(MPI_Comm cross, int tag, const std::vector<SendBuffer>& sends,
-                const std::vector<ReceiveBuffer>& receives, const std::function<void(int)>& onReady,
-                const char* what) override {
-    exchange_->Run(cross, tag, sends, receives, stream_, onReady, what);
+                const std::vector<ReceiveBuffer>& receives, const std::function<void(int)>& beforeSend,
+                const std::function<void(int)>& onReady, const char* what) override {
+    exchange_->Run(cross, tag, sends, receives, stream_, onReady, what, beforeSend);
   }
 
   void StartCall(bool timing) override {
     timing_ = timing;
-    timer_.Clear();
+    for (CodecTimer& timer : timers_) timer.Clear();
     GRADAGG_CUDA_CHECK(cudaMemsetAsync(nonFinite_.get(), 0, sizeof(unsigned long long), stream_));
   }
-  void Settle() override {
-    if (timing_) GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  }
-  void TimeDecode(const std::function<void()>& decode) override {
+  void Time(CodecStep step, const std::function<void()>& work) override {
     if (timing_) {
-      timer_.Time(stream_, decode);
+      timers_[static_cast<int>(step)].Time(stream_, work);
     } else {
-      decode();
+      work();
     }
   }
   size_t FinishCall() override {
@@ -124,7 +121,7 @@ class CudaCrossNodeBackend final : public DeviceCrossNodeBackend {
     GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return static_cast<size_t>(nonFinite);
   }
-  double DecodeSeconds() const override { return timing_ ? timer_.Seconds() : 0.0; }
+  double Seconds(CodecStep step) const override { return timing_ ? timers_[static_cast<int>(step)].Seconds() : 0.0; }
 
  private:
   CudaQuantizer quantizer_;
@@ -133,7 +130,7 @@ class CudaCrossNodeBackend final : public DeviceCrossNodeBackend {
   std::vector<DeviceBucketLayout> layouts_;
   cudaStream_t stream_ = nullptr;
   bool timing_ = false;
-  DecodeTimer timer_;
+  CodecTimer timers_[2];  // by CodecStep
 };
 
 }  // namespace

@@ -26,9 +26,17 @@ class CudaAwareExchange final : public DeviceExchange {
  public:
   explicit CudaAwareExchange(double timeoutSeconds) : timeoutSeconds_(timeoutSeconds) {}
   void Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends, const std::vector<ReceiveBuffer>& receives,
-           cudaStream_t stream, const std::function<void(int)>& onReady, const char* what) override {
-    GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));  // the sends' contents are complete
-    ExchangeInRankOrder(comm, tag, sends, receives, onReady, kDefaultMaxMessageBytes, timeoutSeconds_, what);
+           cudaStream_t stream, const std::function<void(int)>& onReady, const char* what,
+           const std::function<void(int)>& beforeSend) override {
+    GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));  // what was queued before is complete
+    std::function<void(int)> produce;  // each part complete before MPI reads it
+    if (beforeSend) {
+      produce = [&](int peer) {
+        beforeSend(peer);
+        GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+      };
+    }
+    ExchangeInRankOrder(comm, tag, sends, receives, onReady, kDefaultMaxMessageBytes, timeoutSeconds_, what, produce);
     GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
   const char* name() const override { return "CUDA-aware MPI (device buffers)"; }
@@ -47,7 +55,8 @@ class StagedExchange final : public DeviceExchange {
   }
 
   void Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends, const std::vector<ReceiveBuffer>& receives,
-           cudaStream_t stream, const std::function<void(int)>& onReady, const char* what) override;
+           cudaStream_t stream, const std::function<void(int)>& onReady, const char* what,
+           const std::function<void(int)>& beforeSend) override;
   const char* name() const override { return "staged through pinned host memory"; }
 
  private:
@@ -96,18 +105,23 @@ cudaEvent_t StagedExchange::Event(size_t index) {
 
 void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends,
                          const std::vector<ReceiveBuffer>& receives, cudaStream_t stream,
-                         const std::function<void(int)>& onReady, const char* what) {
+                         const std::function<void(int)>& onReady, const char* what,
+                         const std::function<void(int)>& beforeSend) {
   int rank = 0, size = 0;
   CheckShape(comm, sends, receives, rank, size);
+
+  // Peers in sending order: the next rank first (as ExchangeInRankOrder).
+  std::vector<int> sendOrder;
+  for (int step = 1; step < size; ++step) sendOrder.push_back((rank + step) % size);
 
   // Host layout: each distinct send buffer once (the all-gather sends one buffer to every peer), then the receives.
   std::vector<SendBuffer> sources;
   std::vector<size_t> sourceOf(static_cast<size_t>(size), SIZE_MAX);
   std::vector<size_t> sourceHost;
   size_t hostBytes = 0;
-  for (int peer = 0; peer < size; ++peer) {
+  for (int peer : sendOrder) {
     const SendBuffer& send = sends[static_cast<size_t>(peer)];
-    if (peer == rank || send.bytes == 0) continue;
+    if (send.bytes == 0) continue;
     auto same = std::find_if(sources.begin(), sources.end(),
                              [&](const SendBuffer& s) { return s.data == send.data && s.bytes == send.bytes; });
     if (same == sources.end()) {
@@ -125,9 +139,15 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
   }
   char* host = Reserve(hostBytes);
 
-  // 1. Device-to-host copies of every send chunk, in order, an event after each.
+  // 1. Device-to-host copies of every send chunk, in order, an event after each; each source produced first where
+  //    beforeSend is set (all queued: the stream copies one part while producing the next).
   std::vector<Chunk> chunks;
   for (size_t s = 0; s < sources.size(); ++s) {
+    if (beforeSend) {
+      for (int peer : sendOrder) {
+        if (sourceOf[static_cast<size_t>(peer)] == s) beforeSend(peer);
+      }
+    }
     for (size_t offset = 0; offset < sources[s].bytes; offset += chunkBytes_) {
       const Chunk chunk{s, offset, std::min(chunkBytes_, sources[s].bytes - offset), sourceHost[s] + offset};
       GRADAGG_CUDA_CHECK(cudaMemcpyAsync(host + chunk.hostOffset, static_cast<const char*>(sources[s].data) + offset,
@@ -172,7 +192,7 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
         if (status == cudaErrorNotReady) break;
         GRADAGG_CUDA_CHECK(status);
         const Chunk& chunk = chunks[nextChunk++];
-        for (int peer = 0; peer < size; ++peer) {
+        for (int peer : sendOrder) {
           if (sourceOf[static_cast<size_t>(peer)] != chunk.source) continue;
           sendRequests.emplace_back();
           GRADAGG_MPI_CHECK(MPI_Isend(host + chunk.hostOffset, static_cast<int>(chunk.bytes), MPI_BYTE, peer, tag, comm,

@@ -30,9 +30,12 @@ class DeviceExchange {
   virtual ~DeviceExchange() = default;
   // As ExchangeInRankOrder, with every buffer in device memory. A send buffer may serve several peers. Past the
   // exchange's timeout it throws TimeoutError naming `what` and the ranks it waits for, as ExchangeInRankOrder does.
+  // beforeSend(p) (where set) may queue, on `stream`, the work that fills sends[p]; it is called in sending order
+  // (rank + 1, rank + 2, ...), and p's bytes leave once that work is done, while later parts are still produced.
   virtual void Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends,
                    const std::vector<ReceiveBuffer>& receives, cudaStream_t stream,
-                   const std::function<void(int)>& onReady, const char* what) = 0;
+                   const std::function<void(int)>& onReady, const char* what,
+                   const std::function<void(int)>& beforeSend) = 0;
   virtual const char* name() const = 0;
 };
 

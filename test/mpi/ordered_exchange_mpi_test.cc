@@ -1,6 +1,7 @@
 // The phase-2 transport on its own: sizes, chunking, rank-ordered delivery, and a wrong size caught.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,38 @@ TEST(ExchangeInRankOrder, DeliversEveryMessageAndCallsBackInRankOrder) {
     std::vector<int> expected(static_cast<size_t>(size));
     for (int p = 0; p < size; ++p) expected[static_cast<size_t>(p)] = p;
     EXPECT_EQ(order, expected) << "chunk " << chunk;
+  }
+}
+
+// beforeSend produces each message just before it leaves: called once per peer with bytes, next rank first, and
+// what it writes is what the peer receives (the buffers start as garbage).
+TEST(ExchangeInRankOrder, BeforeSendFillsEachMessageInSendingOrder) {
+  const int rank = WorldRank();
+  const int size = WorldSize();
+  std::vector<std::vector<unsigned char>> outgoing(static_cast<size_t>(size));
+  std::vector<std::vector<unsigned char>> incoming(static_cast<size_t>(size));
+  std::vector<SendBuffer> sends(static_cast<size_t>(size));
+  std::vector<ReceiveBuffer> receives(static_cast<size_t>(size));
+  for (int peer = 0; peer < size; ++peer) {
+    const auto p = static_cast<size_t>(peer);
+    outgoing[p].assign(Message(rank, peer).size(), 0xee);
+    incoming[p].assign(Message(peer, rank).size(), 0);
+    sends[p] = {outgoing[p].data(), peer == rank ? 0 : outgoing[p].size()};
+    receives[p] = {incoming[p].data(), incoming[p].size()};
+  }
+  std::vector<int> produced;
+  ExchangeInRankOrder(
+      MPI_COMM_WORLD, 8, sends, receives, [](int) {}, 7, 0.0, "the beforeSend test",
+      [&](int peer) {
+        produced.push_back(peer);
+        const std::vector<unsigned char> message = Message(rank, peer);
+        std::copy(message.begin(), message.end(), outgoing[static_cast<size_t>(peer)].begin());  // in place
+      });
+  std::vector<int> expected;
+  for (int step = 1; step < size; ++step) expected.push_back((rank + step) % size);
+  EXPECT_EQ(produced, expected);
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer != rank) EXPECT_EQ(incoming[static_cast<size_t>(peer)], Message(peer, rank)) << "from " << peer;
   }
 }
 

@@ -235,7 +235,8 @@ void WriteRangeCodes(const float* v, size_t length, int bits, Header header, uns
   for (; i + n <= length; i += n) {
     RangeCodes(d, v + i, coder, maxCode, residual != nullptr ? residual + i : nullptr, codes + i);
   }
-  for (; i < length; ++i) RangeCodes(d1, v + i, coder, maxCode, residual != nullptr ? residual + i : nullptr, codes + i);
+  for (; i < length; ++i)
+    RangeCodes(d1, v + i, coder, maxCode, residual != nullptr ? residual + i : nullptr, codes + i);
   if (bits == 2) {
     PackCodes<2>(codes, length, words);
   } else if (bits == 4) {
@@ -263,10 +264,10 @@ void EncodeBucketOnTarget(const BucketRule& rule, const float* values, float* re
     v = scratch.v;
   }
   float threshold = 0.0f;
-  const Header header = rule.bits > 1 ? RangeHeader(v, length, rule.clip)
-                                      : (rule.threshold == OneBitThreshold::kZero
-                                             ? ZeroThresholdHeader(v, length)
-                                             : MeanThresholdHeader(v, length, &threshold));
+  const Header header = rule.bits > 1
+                            ? RangeHeader(v, length, rule.clip)
+                            : (rule.threshold == OneBitThreshold::kZero ? ZeroThresholdHeader(v, length)
+                                                                        : MeanThresholdHeader(v, length, &threshold));
   StoreFloat(wire, header.first);
   StoreFloat(wire + sizeof(float), header.second);
   unsigned char* words = wire + kBucketHeaderBytes;
@@ -359,7 +360,8 @@ void DecodeRange(const unsigned char* words, size_t length, Header header, float
   for (; i + kChunk <= length; i += kChunk) {
     for (size_t w = 0; w < kChunk / kPerWord; ++w) {
       const uint32_t word = LoadWord(words + kCodeWordBytes * (i / kPerWord + w));
-      for (size_t j = 0; j < kPerWord; ++j) codes[w * kPerWord + j] = static_cast<int32_t>((word >> (j * kBits)) & kMask);
+      for (size_t j = 0; j < kPerWord; ++j)
+        codes[w * kPerWord + j] = static_cast<int32_t>((word >> (j * kBits)) & kMask);
     }
     for (size_t j = 0; j < kChunk; j += n) Emit<kAccumulate>(d, coder.Decode(d, hn::Load(di, codes + j)), out + i + j);
   }

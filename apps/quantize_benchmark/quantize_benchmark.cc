@@ -70,7 +70,9 @@ void Sizes(benchmark::internal::Benchmark* benchmark) {
 }
 
 BENCHMARK(Encode)->Apply(Sizes);
-BENCHMARK(EncodeMeanThreshold)->ArgsProduct({{1}, {int64_t{1} << 16, int64_t{1} << 22}})->ArgNames({"bits", "elements"});
+BENCHMARK(EncodeMeanThreshold)
+    ->ArgsProduct({{1}, {int64_t{1} << 16, int64_t{1} << 22}})
+    ->ArgNames({"bits", "elements"});
 BENCHMARK(DecodeAccumulate)->Apply(Sizes);
 
 }  // namespace

@@ -6,10 +6,10 @@
 
 #include "gradagg/device_gradient.h"
 #include "gradagg/errors.h"
-#include "mpi_glue/deadline.h"
-#include "mpi_glue/mpi_error.h"
 #include "ground/cuda/cuda_error.h"
 #include "ground/cuda/device_memory.h"
+#include "mpi_glue/deadline.h"
+#include "mpi_glue/mpi_error.h"
 
 namespace gradagg {
 namespace {
@@ -29,7 +29,7 @@ class CudaAwareExchange final : public DeviceExchange {
            cudaStream_t stream, const std::function<void(int)>& onReady, const char* what,
            const std::function<void(int)>& beforeSend) override {
     GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));  // what was queued before is complete
-    std::function<void(int)> produce;  // each part complete before MPI reads it
+    std::function<void(int)> produce;                   // each part complete before MPI reads it
     if (beforeSend) {
       produce = [&](int peer) {
         beforeSend(peer);

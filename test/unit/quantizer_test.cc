@@ -401,8 +401,8 @@ TEST_P(QuantizerOnEveryTarget, MatchesReferenceInEveryMode) {
     for (bool mean : {false, true}) {
       for (size_t bucket : {size_t{1}, size_t{3}, size_t{100}, size_t{512}, size_t{4096}}) {
         for (size_t count : {size_t{1}, size_t{31}, size_t{33}, size_t{511}, size_t{513}, size_t{2000}, size_t{5000}}) {
-          SCOPED_TRACE(::testing::Message() << "bits " << bits << " mean " << mean << " bucket " << bucket << " count "
-                                            << count);
+          SCOPED_TRACE(::testing::Message()
+                       << "bits " << bits << " mean " << mean << " bucket " << bucket << " count " << count);
           ExpectMatchesReference(bits, mean, bucket, count);
           if (HasFatalFailure()) return;
         }

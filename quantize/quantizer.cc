@@ -45,7 +45,7 @@ size_t Quantizer::DecodeInto(const void* wire, const BucketLayout& layout, float
   const int bits = config_.bits;
   if (bits == kRawBits) {
     if (!accumulate) {
-      std::memcpy(out, in, sizeof(float) * layout.elements());
+      if (layout.elements() > 0) std::memcpy(out, in, sizeof(float) * layout.elements());
       return 0;
     }
     for (size_t i = 0; i < layout.elements(); ++i) {

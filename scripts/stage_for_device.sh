@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Copies what a GPU-machine round runs (the GPU test and benchmark binaries, the trainer, and the shared libraries
-# of Google Benchmark and Google Highway, which that machine lacks) into .device-carry/ (git-ignored), to be named in the device tool's
+# Copies what a GPU-machine round runs (the GPU test and benchmark binaries, the trainer, the C API's library, and the
+# shared libraries of Google Benchmark, Google Highway and the CUDA runtime) into .device-carry/ (git-ignored), to be named in the device tool's
 # `carry`. With --with-data, also Fashion-MNIST (30 MB) into .device-carry/fashion-mnist for the trainer.
 # Build first (scripts/build.sh); CUDA binaries exist only where nvcc was found.
 set -euo pipefail
@@ -16,6 +16,11 @@ library=$(ldconfig -p | awk '/libbenchmark\.so\.1debian/ {print $NF; exit}')
 [ -n "$library" ] && cp "$library" "$carry/"
 library=$(ldconfig -p | awk '/libhwy\.so\.1 / {print $NF; exit}')
 [ -n "$library" ] && cp "$library" "$carry/"
+# The CUDA runtime the binaries were linked with (shared by default), so they need nothing of the machine's but the
+# driver; and the C API's library, for the Python package (PYTHONPATH=python GRADAGG_LIBRARY=.device-carry/...).
+for library in "$root"/build/lib/libgradagg_c.so $(ldd "$root/build/bin/gradagg" 2>/dev/null | awk '/libcudart/ {print $3}'); do
+  [ -f "$library" ] && cp "$library" "$carry/"
+done
 if [ "${1:-}" = --with-data ]; then
   mkdir -p "$carry/fashion-mnist"
   cp /usr/share/datasets/fashion-mnist/*-ubyte.gz "$carry/fashion-mnist/"

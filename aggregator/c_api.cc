@@ -1,0 +1,365 @@
+// gradagg_c.h over the C++ Aggregator: every call catches what the C++ API throws and turns it into a status and a
+// message for gradagg_last_error.
+#include "gradagg/gradagg_c.h"
+
+#include <mpi.h>
+
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gradagg/aggregator.h"
+#include "gradagg/errors.h"
+#include "mpi_glue/mpi_error.h"
+
+struct gradagg_aggregator {
+  explicit gradagg_aggregator(MPI_Comm comm, const gradagg::AggregatorOptions& options)
+      : aggregator(comm, options) {}
+  gradagg::Aggregator aggregator;
+};
+
+struct gradagg_pending {
+  gradagg::PendingAggregation call;
+  gradagg::GradientHeader header;  // what the background call sums, copied back by gradagg_wait
+  gradagg_header* target = nullptr;
+};
+
+namespace {
+
+using gradagg::UsageError;
+
+std::string& LastError() {
+  thread_local std::string message;
+  return message;
+}
+
+std::string& DescribeText() {
+  thread_local std::string text;
+  return text;
+}
+
+// Runs `work`, mapping what it throws to a status and LastError.
+template <typename Work>
+gradagg_status Guarded(Work work) {
+  try {
+    work();
+    LastError().clear();
+    return GRADAGG_OK;
+  } catch (const gradagg::UsageError& error) {
+    LastError() = error.what();
+    return GRADAGG_ERROR_USAGE;
+  } catch (const gradagg::TimeoutError& error) {
+    LastError() = error.what();
+    return GRADAGG_ERROR_TIMEOUT;
+  } catch (const std::exception& error) {
+    LastError() = error.what();
+    return GRADAGG_ERROR_RUNTIME;
+  } catch (...) {
+    LastError() = "gradagg: an unknown error";
+    return GRADAGG_ERROR_RUNTIME;
+  }
+}
+
+template <typename T>
+T& Require(T* pointer, const char* what, const char* call) {
+  if (pointer == nullptr) throw UsageError(std::string(call) + ": " + what + " is NULL");
+  return *pointer;
+}
+
+bool Flag(int value, const char* field) {
+  if (value != 0 && value != 1) throw UsageError(std::string("gradagg_options.") + field + " must be 0 or 1");
+  return value == 1;
+}
+
+gradagg::AggregatorOptions FromC(const gradagg_options& c) {
+  gradagg::AggregatorOptions options;
+  options.bits = c.bits;
+  options.bucketSize = c.bucket_size;
+  options.errorFeedback = Flag(c.error_feedback, "error_feedback");
+  options.meanThreshold = Flag(c.mean_threshold, "mean_threshold");
+  options.quantizeOwnStripe = Flag(c.quantize_own_stripe, "quantize_own_stripe");
+  options.ranksPerNode = c.ranks_per_node;
+  switch (c.cuda_aware_mpi) {
+    case -1: options.transport = gradagg::MpiTransport::kAuto; break;
+    case 0: options.transport = gradagg::MpiTransport::kStaged; break;
+    case 1: options.transport = gradagg::MpiTransport::kCudaAware; break;
+    default: throw UsageError("gradagg_options.cuda_aware_mpi must be -1 (auto), 0 (staged) or 1 (CUDA-aware)");
+  }
+  options.stagingChunkBytes = c.staging_chunk_bytes;
+  options.doubleBuffered = Flag(c.double_buffered, "double_buffered");
+  options.timeoutSeconds = c.timeout_seconds;
+  options.timing = Flag(c.timing, "timing");
+  options.traceLevel = c.trace_level;
+  return options;
+}
+
+gradagg_options ToC(const gradagg::AggregatorOptions& options) {
+  gradagg_options c{};
+  c.bits = options.bits;
+  c.bucket_size = options.bucketSize;
+  c.error_feedback = options.errorFeedback ? 1 : 0;
+  c.mean_threshold = options.meanThreshold ? 1 : 0;
+  c.quantize_own_stripe = options.quantizeOwnStripe ? 1 : 0;
+  c.ranks_per_node = options.ranksPerNode;
+  c.cuda_aware_mpi = options.transport == gradagg::MpiTransport::kAuto ? -1
+                     : options.transport == gradagg::MpiTransport::kCudaAware ? 1
+                                                                              : 0;
+  c.staging_chunk_bytes = options.stagingChunkBytes;
+  c.double_buffered = options.doubleBuffered ? 1 : 0;
+  c.timeout_seconds = options.timeoutSeconds;
+  c.timing = options.timing ? 1 : 0;
+  c.trace_level = options.traceLevel;
+  return c;
+}
+
+// The tensors as the C++ API takes them. The element type is checked on this rank only (a program passes the same
+// types on every rank); sizes and pointers are checked by the C++ API on every rank together.
+std::vector<gradagg::GradientBuffer> HostTensors(const gradagg_tensor* tensors, size_t count, const char* call) {
+  if (tensors == nullptr && count > 0) throw UsageError(std::string(call) + ": tensors is NULL");
+  std::vector<gradagg::GradientBuffer> buffers;
+  for (size_t i = 0; i < count; ++i) {
+    if (tensors[i].type != GRADAGG_FLOAT32) {
+      throw UsageError(std::string(call) + ": tensor " + std::to_string(i) +
+                       " is not float32; host tensors must be (" + gradagg::RankAndHost() + ")");
+    }
+    buffers.push_back({static_cast<float*>(tensors[i].data), tensors[i].count});
+  }
+  return buffers;
+}
+
+std::vector<gradagg::DeviceGradient> DeviceTensors(const gradagg_tensor* tensors, size_t count, const char* call) {
+  if (tensors == nullptr && count > 0) throw UsageError(std::string(call) + ": tensors is NULL");
+  std::vector<gradagg::DeviceGradient> gradients;
+  for (size_t i = 0; i < count; ++i) {
+    gradagg::DataType type = gradagg::DataType::kFloat32;
+    switch (tensors[i].type) {
+      case GRADAGG_FLOAT32: type = gradagg::DataType::kFloat32; break;
+      case GRADAGG_BFLOAT16: type = gradagg::DataType::kBFloat16; break;
+      case GRADAGG_FLOAT16: type = gradagg::DataType::kFloat16; break;
+      default:
+        throw UsageError(std::string(call) + ": tensor " + std::to_string(i) + " has element type " +
+                         std::to_string(tensors[i].type) + ", not a gradagg_element_type (" + gradagg::RankAndHost() +
+                         ")");
+    }
+    gradients.push_back({tensors[i].data, tensors[i].count, type});
+  }
+  return gradients;
+}
+
+gradagg::GradientHeader HeaderFromC(const gradagg_header& c) {
+  gradagg::GradientHeader header;
+  header.numSamples = c.num_samples;
+  header.numSamplesWithLabel = c.num_samples_with_label;
+  header.criterion = c.criterion;
+  if (c.eval_error_count > 0 && (c.eval_error_sums == nullptr || c.eval_error_samples == nullptr))
+    throw UsageError("gradagg_header: eval_error_count > 0 but an eval_error array is NULL");
+  for (size_t i = 0; i < c.eval_error_count; ++i) {
+    header.evalErrors.push_back({c.eval_error_sums[i], c.eval_error_samples[i]});
+  }
+  return header;
+}
+
+void HeaderToC(const gradagg::GradientHeader& header, gradagg_header& c) {
+  c.num_samples = header.numSamples;
+  c.num_samples_with_label = header.numSamplesWithLabel;
+  c.criterion = header.criterion;
+  for (size_t i = 0; i < c.eval_error_count && i < header.evalErrors.size(); ++i) {
+    c.eval_error_sums[i] = header.evalErrors[i].errorSum;
+    c.eval_error_samples[i] = header.evalErrors[i].numSamples;
+  }
+}
+
+// Runs a blocking call with the C header converted in and out.
+template <typename Call>
+void WithHeader(gradagg_header* header, Call call) {
+  if (header == nullptr) {
+    call(nullptr);
+    return;
+  }
+  gradagg::GradientHeader summed = HeaderFromC(*header);
+  call(&summed);
+  HeaderToC(summed, *header);
+}
+
+template <typename Start>
+void StartPending(gradagg_header* header, gradagg_pending** pending, const char* name, Start start) {
+  Require(pending, "pending", name);
+  auto call = std::make_unique<gradagg_pending>();
+  if (header != nullptr) {
+    call->header = HeaderFromC(*header);
+    call->target = header;
+  }
+  call->call = start(header != nullptr ? &call->header : nullptr);
+  *pending = call.release();
+}
+
+bool weInitializedMpi = false;
+
+}  // namespace
+
+extern "C" {
+
+const char* gradagg_last_error(void) { return LastError().c_str(); }
+
+gradagg_status gradagg_mpi_init(int* provided) {
+  return Guarded([&] {
+    int initialized = 0;
+    GRADAGG_MPI_CHECK(MPI_Initialized(&initialized));
+    int level = MPI_THREAD_SINGLE;
+    if (initialized == 0) {
+      GRADAGG_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &level));
+      weInitializedMpi = true;
+    } else {
+      GRADAGG_MPI_CHECK(MPI_Query_thread(&level));
+    }
+    if (provided != nullptr) *provided = level;
+  });
+}
+
+gradagg_status gradagg_mpi_finalize(void) {
+  return Guarded([] {
+    int finalized = 0;
+    GRADAGG_MPI_CHECK(MPI_Finalized(&finalized));
+    if (weInitializedMpi && finalized == 0) GRADAGG_MPI_CHECK(MPI_Finalize());
+    weInitializedMpi = false;
+  });
+}
+
+gradagg_status gradagg_options_init(gradagg_options* options) {
+  return Guarded([&] {
+    Require(options, "options", "gradagg_options_init") = ToC(gradagg::ApplyEnvironment(gradagg::AggregatorOptions()));
+  });
+}
+
+gradagg_status gradagg_create(int64_t fortran_comm, const gradagg_options* options, gradagg_aggregator** aggregator) {
+  return Guarded([&] {
+    Require(aggregator, "aggregator", "gradagg_create") = nullptr;
+    int initialized = 0;
+    GRADAGG_MPI_CHECK(MPI_Initialized(&initialized));
+    if (initialized == 0) {
+      throw UsageError("gradagg_create: MPI is not initialised (call MPI_Init, gradagg_mpi_init, or import mpi4py)");
+    }
+    const MPI_Comm comm =
+        fortran_comm == GRADAGG_COMM_WORLD ? MPI_COMM_WORLD : MPI_Comm_f2c(static_cast<MPI_Fint>(fortran_comm));
+    if (comm == MPI_COMM_NULL) throw UsageError("gradagg_create: the communicator is MPI_COMM_NULL");
+    const gradagg::AggregatorOptions settings =
+        options != nullptr ? FromC(*options) : gradagg::ApplyEnvironment(gradagg::AggregatorOptions());
+    *aggregator = new gradagg_aggregator(comm, settings);
+  });
+}
+
+gradagg_status gradagg_destroy(gradagg_aggregator* aggregator) {
+  return Guarded([&] { delete aggregator; });
+}
+
+gradagg_status gradagg_aggregate(gradagg_aggregator* aggregator, const gradagg_tensor* tensors, size_t count,
+                                 gradagg_header* header) {
+  return Guarded([&] {
+    gradagg::Aggregator& self = Require(aggregator, "aggregator", "gradagg_aggregate").aggregator;
+    const std::vector<gradagg::GradientBuffer> buffers = HostTensors(tensors, count, "gradagg_aggregate");
+    WithHeader(header, [&](gradagg::GradientHeader* summed) { self.AggregateGradients(buffers, summed); });
+  });
+}
+
+gradagg_status gradagg_aggregate_device(gradagg_aggregator* aggregator, const gradagg_tensor* tensors, size_t count,
+                                        void* stream, gradagg_header* header) {
+  return Guarded([&] {
+    gradagg::Aggregator& self = Require(aggregator, "aggregator", "gradagg_aggregate_device").aggregator;
+    const std::vector<gradagg::DeviceGradient> gradients = DeviceTensors(tensors, count, "gradagg_aggregate_device");
+    WithHeader(header, [&](gradagg::GradientHeader* summed) {
+      self.AggregateGradients(gradients, static_cast<gradagg::CudaStream>(stream), summed);
+    });
+  });
+}
+
+gradagg_status gradagg_aggregate_async(gradagg_aggregator* aggregator, const gradagg_tensor* tensors, size_t count,
+                                       gradagg_header* header, gradagg_pending** pending) {
+  return Guarded([&] {
+    gradagg::Aggregator& self = Require(aggregator, "aggregator", "gradagg_aggregate_async").aggregator;
+    const std::vector<gradagg::GradientBuffer> buffers = HostTensors(tensors, count, "gradagg_aggregate_async");
+    StartPending(header, pending, "gradagg_aggregate_async",
+                 [&](gradagg::GradientHeader* summed) { return self.AggregateGradientsAsync(buffers, summed); });
+  });
+}
+
+gradagg_status gradagg_aggregate_device_async(gradagg_aggregator* aggregator, const gradagg_tensor* tensors,
+                                              size_t count, void* stream, gradagg_header* header,
+                                              gradagg_pending** pending) {
+  return Guarded([&] {
+    gradagg::Aggregator& self = Require(aggregator, "aggregator", "gradagg_aggregate_device_async").aggregator;
+    const std::vector<gradagg::DeviceGradient> gradients =
+        DeviceTensors(tensors, count, "gradagg_aggregate_device_async");
+    StartPending(header, pending, "gradagg_aggregate_device_async", [&](gradagg::GradientHeader* summed) {
+      return self.AggregateGradientsAsync(gradients, static_cast<gradagg::CudaStream>(stream), summed);
+    });
+  });
+}
+
+gradagg_status gradagg_wait(gradagg_pending* pending) {
+  const std::unique_ptr<gradagg_pending> owned(pending);  // freed whatever happens
+  return Guarded([&] {
+    gradagg_pending& call = Require(pending, "pending", "gradagg_wait");
+    call.call.Wait();
+    if (call.target != nullptr) HeaderToC(call.header, *call.target);
+  });
+}
+
+gradagg_status gradagg_done(gradagg_pending* pending, int* done) {
+  return Guarded([&] { Require(done, "done", "gradagg_done") = Require(pending, "pending", "gradagg_done").call.Done(); });
+}
+
+gradagg_status gradagg_register_device_buffer(gradagg_aggregator* aggregator, void* data, size_t bytes) {
+  return Guarded([&] {
+    Require(aggregator, "aggregator", "gradagg_register_device_buffer").aggregator.RegisterDeviceBuffer(data, bytes);
+  });
+}
+
+gradagg_status gradagg_deregister_device_buffer(gradagg_aggregator* aggregator, void* data) {
+  return Guarded([&] {
+    Require(aggregator, "aggregator", "gradagg_deregister_device_buffer").aggregator.DeregisterDeviceBuffer(data);
+  });
+}
+
+gradagg_status gradagg_reset_residuals(gradagg_aggregator* aggregator) {
+  return Guarded([&] { Require(aggregator, "aggregator", "gradagg_reset_residuals").aggregator.ResetResiduals(); });
+}
+
+gradagg_status gradagg_last_stats(const gradagg_aggregator* aggregator, gradagg_stats* stats) {
+  return Guarded([&] {
+    const gradagg::AggregationStats& last =
+        Require(aggregator, "aggregator", "gradagg_last_stats").aggregator.LastStats();
+    gradagg_stats& out = Require(stats, "stats", "gradagg_last_stats");
+    out.agreement = last.times.agreement;
+    out.reduce_scatter = last.times.reduceScatter;
+    out.quantize = last.times.quantize;
+    out.exchange = last.times.exchange;
+    out.decode = last.times.decode;
+    out.all_gather = last.times.allGather;
+    out.total = last.times.total;
+    out.inter_node_bytes_sent = last.interNodeBytesSent;
+    out.inter_node_float_bytes = last.interNodeFloatBytes;
+    out.non_finite_buckets = last.nonFiniteBuckets;
+    out.in_place = last.inPlace ? 1 : 0;
+  });
+}
+
+gradagg_status gradagg_topology(const gradagg_aggregator* aggregator, int* rank, int* size, int* nodes,
+                                int* ranks_per_node) {
+  return Guarded([&] {
+    const gradagg::Aggregator& self = Require(aggregator, "aggregator", "gradagg_topology").aggregator;
+    if (rank != nullptr) *rank = self.rank();
+    if (size != nullptr) *size = self.size();
+    if (nodes != nullptr) *nodes = self.nodeCount();
+    if (ranks_per_node != nullptr) *ranks_per_node = self.ranksPerNode();
+  });
+}
+
+const char* gradagg_describe(const gradagg_aggregator* aggregator) {
+  const gradagg_status status = Guarded([&] {
+    DescribeText() = gradagg::Describe(Require(aggregator, "aggregator", "gradagg_describe").aggregator.options());
+  });
+  return status == GRADAGG_OK ? DescribeText().c_str() : "";
+}
+
+}  // extern "C"

@@ -250,7 +250,12 @@ gradagg_status gradagg_create(int64_t fortran_comm, const gradagg_options* optio
 }
 
 gradagg_status gradagg_destroy(gradagg_aggregator* aggregator) {
-  return Guarded([&] { delete aggregator; });
+  return Guarded([&] {
+    int finalized = 0;
+    GRADAGG_MPI_CHECK(MPI_Finalized(&finalized));
+    // After MPI_Finalize its communicators are gone with it, and freeing them would fail: nothing is freed then.
+    if (finalized == 0) delete aggregator;
+  });
 }
 
 gradagg_status gradagg_aggregate(gradagg_aggregator* aggregator, const gradagg_tensor* tensors, size_t count,

@@ -10,7 +10,9 @@ from the GRADAGG_* environment variables, then the defaults). Errors raise Usage
 rank), TimeoutError (a peer stopped answering) or GradaggError, with gradagg's message. PyTorch's DDP communication
 hook is in gradagg.torch.
 """
+import atexit
 import ctypes
+import weakref
 
 from . import _capi
 
@@ -44,8 +46,14 @@ def init():
 
 
 def finalize():
-    """Finalises MPI if init() initialised it."""
+    """Closes every Aggregator still open, then finalises MPI if init() initialised it. Runs at exit by itself."""
+    for aggregator in list(_open):
+        aggregator.close()
     _check(_capi.lib.gradagg_mpi_finalize())
+
+
+_open = weakref.WeakSet()  # Aggregators to close before MPI goes away
+atexit.register(finalize)  # after mpi4py's own exit hook if gradagg came first, before it otherwise
 
 
 class Header:
@@ -162,12 +170,14 @@ class Aggregator:
         rank, size, nodes, per_node = (ctypes.c_int() for _ in range(4))
         _check(_capi.lib.gradagg_topology(self._handle, *(ctypes.byref(v) for v in (rank, size, nodes, per_node))))
         self.rank, self.size, self.nodes, self.ranks_per_node = rank.value, size.value, nodes.value, per_node.value
+        _open.add(self)
 
     def close(self):
         """Frees the aggregator (local; waits for a background call). The object is unusable afterwards."""
         if getattr(self, "_handle", None):
-            _check(_capi.lib.gradagg_destroy(self._handle))
-            self._handle = None
+            handle, self._handle = self._handle, None
+            _open.discard(self)
+            _check(_capi.lib.gradagg_destroy(handle))
 
     __del__ = close
 

@@ -109,7 +109,8 @@ GRADAGG_C_EXPORT gradagg_status gradagg_options_init(gradagg_options* options);
 /* Collective over `fortran_comm` (GRADAGG_COMM_WORLD, or MPI_Comm_c2f of a communicator; it is duplicated). */
 GRADAGG_C_EXPORT gradagg_status gradagg_create(int64_t fortran_comm, const gradagg_options* options,
                                                gradagg_aggregator** aggregator);
-/* Waits for a background call still running, then frees everything. Local. NULL is fine. */
+/* Waits for a background call still running, then frees everything. Local. NULL is fine. After MPI_Finalize it
+ * frees nothing (MPI's resources are gone with MPI): destroy aggregators before finalising. */
 GRADAGG_C_EXPORT gradagg_status gradagg_destroy(gradagg_aggregator* aggregator);
 
 /* Collective, in place. Host tensors must be float32; `header` may be NULL (on every rank, or on none). */

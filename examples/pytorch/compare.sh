@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Trains the example with DDP's allreduce and with gradagg's hook at 32 and 1 bit, for each seed, and prints the
+# last epoch's test accuracy and time per step per run (rows appended to OUT_DIR/runs.csv; one log per run).
+#   examples/pytorch/compare.sh OUT_DIR [MPIRUN_ARGUMENTS...]
+# Environment: EPOCHS (default 10), SEEDS (default "1 2"), NP (default 2), BACKEND (DDP's own; default nccl on
+# GPUs), DATA (the Fashion-MNIST directory). Run from the repository root, with the package importable
+# (scripts/install_python_package.sh, or PYTHONPATH=python GRADAGG_LIBRARY=...).
+set -euo pipefail
+out=$1
+shift
+mkdir -p "$out"
+epochs=${EPOCHS:-10} seeds=${SEEDS:-1 2} np=${NP:-2}
+extra=()
+[ -n "${BACKEND:-}" ] && extra+=(--backend "$BACKEND")
+[ -n "${DATA:-}" ] && extra+=(--data "$DATA")
+for seed in $seeds; do
+  for mode in "allreduce" "gradagg --bits 32" "gradagg --bits 1"; do
+    log="$out/$(echo "$mode" | tr -d '-' | tr ' ' '_')_seed$seed.txt"
+    # shellcheck disable=SC2086
+    mpirun --allow-run-as-root --oversubscribe "$@" -np "$np" python3 examples/pytorch/train_fashion_mnist.py \
+      --mode $mode --epochs "$epochs" --seed "$seed" --csv "$out/runs.csv" "${extra[@]}" >"$log" 2>&1
+    echo "seed $seed: $(tail -n 1 "$log")"
+  done
+done

@@ -1,0 +1,117 @@
+"""The Python package with PyTorch, under mpirun on the GPU machine (prints SKIPPED and exits 0 without PyTorch):
+
+  1. tensors: CPU float32 and CUDA float32 / bfloat16 sums at 32 bits on one node are exact (bf16 rounded once);
+  2. the DDP hook: over 3 steps, each bucket's averaged result is bitwise what a gradagg Aggregator of its own gives
+     on the same bucket input (so every bucket keeps its own carried error), with momentum 0 and 0.9 (then the hook's
+     output is the aggregated momentum, beta * m + g averaged).
+
+  mpirun -np N python3 test_torch.py     (GRADAGG_RANKS_PER_NODE chooses the emulated nodes; GPUs: rank i uses
+                                          GPU i % count, so ranks may share one with GRADAGG_NVLINK_SHARE_GPUS=1)
+Prints "python_torch_test: PASS" on rank 0 when every rank passed.
+"""
+import os
+import sys
+import traceback
+
+try:
+    import torch
+    import torch.distributed as dist
+except ImportError:
+    print("python_torch_test: SKIPPED (no PyTorch)")
+    sys.exit(0)
+
+import gradagg
+import gradagg.torch
+
+
+def device_of(rank):
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    return torch.device("cuda", rank % torch.cuda.device_count())
+
+
+def check_tensors(rank, size, device):
+    with gradagg.Aggregator(bits=32, ranks_per_node=0) as agg:
+        cpu = torch.full((1000,), float(rank + 1))
+        agg.aggregate([cpu])
+        assert torch.all(cpu == size * (size + 1) / 2), cpu[:4]
+        if device.type == "cuda":
+            f32 = torch.arange(5000, dtype=torch.float32, device=device) + rank
+            bf16 = torch.full((333,), 0.5 * (rank + 1), dtype=torch.bfloat16, device=device)
+            agg.aggregate([f32, bf16])
+            torch.cuda.synchronize()
+            expected = size * torch.arange(5000, dtype=torch.float32, device=device) + size * (size - 1) / 2
+            assert torch.equal(f32, expected), (f32[:4], expected[:4])
+            assert torch.equal(bf16, torch.full_like(bf16, 0.25 * size * (size + 1))), bf16[:4]
+
+
+def check_hook(rank, size, device, momentum):
+    torch.manual_seed(0)  # the same initial model everywhere (DDP broadcasts rank 0's anyway)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 300), torch.nn.ReLU(), torch.nn.Linear(300, 10)).to(device)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.05)  # several buckets
+    state = gradagg.torch.GradaggState(bits=1, momentum=momentum)
+    seen = []
+
+    def capturing_hook(hook_state, bucket):
+        before = bucket.buffer().clone()
+        future = gradagg.torch.comm_hook(hook_state, bucket)
+        return future.then(lambda f: seen.append((bucket.index(), before, f.value().clone())) or f.value())
+
+    ddp.register_comm_hook(state, capturing_hook)
+    references, momenta = {}, {}
+    generator = torch.Generator().manual_seed(1000 + rank)
+    for step in range(3):
+        seen.clear()
+        ddp.zero_grad()
+        inputs = torch.randn(32, 64, generator=generator).to(device)
+        ddp(inputs).square().mean().backward()
+        assert seen, "the hook never ran"
+        for index, before, after in seen:
+            key = (index, before.numel())
+            if key not in references:
+                references[key] = gradagg.Aggregator(bits=1)
+                momenta[key] = torch.zeros_like(before)
+            reference = before.clone()
+            if momentum > 0.0:
+                reference.add_(momenta[key], alpha=momentum)
+            references[key].aggregate(reference)
+            reference.div_(size)
+            if momentum > 0.0:
+                momenta[key].copy_(reference)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            assert torch.equal(after.view(torch.int32), reference.view(torch.int32)), (
+                f"momentum {momentum} step {step} bucket {index}: the hook's result differs from the Aggregator's")
+    for aggregator in list(references.values()) + list(state.aggregators.values()):
+        aggregator.close()
+
+
+def main():
+    gradagg.init()
+    rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
+    size = int(os.environ["OMPI_COMM_WORLD_SIZE"])
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29511")
+    device = device_of(rank)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group("gloo", rank=rank, world_size=size)  # DDP's own broadcast; gradients go through gradagg
+    failures = 0
+    for name, check in [("tensors", lambda: check_tensors(rank, size, device)),
+                        ("hook", lambda: check_hook(rank, size, device, 0.0)),
+                        ("hook with momentum", lambda: check_hook(rank, size, device, 0.9))]:
+        try:
+            check()
+        except Exception:
+            failures += 1
+            print(f"python_torch_test: rank {rank}: {name} failed:\n{traceback.format_exc()}", file=sys.stderr)
+    total = torch.tensor([float(failures)])
+    dist.all_reduce(total)
+    if rank == 0 and total.item() == 0:
+        print(f"python_torch_test: PASS on {size} ranks, device {device.type}, torch {torch.__version__}")
+    dist.destroy_process_group()
+    return 0 if total.item() == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,7 +1,5 @@
 // gradagg_c.h over the C++ Aggregator: every call catches what the C++ API throws and turns it into a status and a
 // message for gradagg_last_error.
-#include "gradagg/gradagg_c.h"
-
 #include <mpi.h>
 
 #include <exception>
@@ -11,11 +9,11 @@
 
 #include "gradagg/aggregator.h"
 #include "gradagg/errors.h"
+#include "gradagg/gradagg_c.h"
 #include "mpi_glue/mpi_error.h"
 
 struct gradagg_aggregator {
-  explicit gradagg_aggregator(MPI_Comm comm, const gradagg::AggregatorOptions& options)
-      : aggregator(comm, options) {}
+  explicit gradagg_aggregator(MPI_Comm comm, const gradagg::AggregatorOptions& options) : aggregator(comm, options) {}
   gradagg::Aggregator aggregator;
 };
 
@@ -81,10 +79,17 @@ gradagg::AggregatorOptions FromC(const gradagg_options& c) {
   options.quantizeOwnStripe = Flag(c.quantize_own_stripe, "quantize_own_stripe");
   options.ranksPerNode = c.ranks_per_node;
   switch (c.cuda_aware_mpi) {
-    case -1: options.transport = gradagg::MpiTransport::kAuto; break;
-    case 0: options.transport = gradagg::MpiTransport::kStaged; break;
-    case 1: options.transport = gradagg::MpiTransport::kCudaAware; break;
-    default: throw UsageError("gradagg_options.cuda_aware_mpi must be -1 (auto), 0 (staged) or 1 (CUDA-aware)");
+    case -1:
+      options.transport = gradagg::MpiTransport::kAuto;
+      break;
+    case 0:
+      options.transport = gradagg::MpiTransport::kStaged;
+      break;
+    case 1:
+      options.transport = gradagg::MpiTransport::kCudaAware;
+      break;
+    default:
+      throw UsageError("gradagg_options.cuda_aware_mpi must be -1 (auto), 0 (staged) or 1 (CUDA-aware)");
   }
   options.stagingChunkBytes = c.staging_chunk_bytes;
   options.doubleBuffered = Flag(c.double_buffered, "double_buffered");
@@ -102,7 +107,7 @@ gradagg_options ToC(const gradagg::AggregatorOptions& options) {
   c.mean_threshold = options.meanThreshold ? 1 : 0;
   c.quantize_own_stripe = options.quantizeOwnStripe ? 1 : 0;
   c.ranks_per_node = options.ranksPerNode;
-  c.cuda_aware_mpi = options.transport == gradagg::MpiTransport::kAuto ? -1
+  c.cuda_aware_mpi = options.transport == gradagg::MpiTransport::kAuto        ? -1
                      : options.transport == gradagg::MpiTransport::kCudaAware ? 1
                                                                               : 0;
   c.staging_chunk_bytes = options.stagingChunkBytes;
@@ -120,8 +125,8 @@ std::vector<gradagg::GradientBuffer> HostTensors(const gradagg_tensor* tensors, 
   std::vector<gradagg::GradientBuffer> buffers;
   for (size_t i = 0; i < count; ++i) {
     if (tensors[i].type != GRADAGG_FLOAT32) {
-      throw UsageError(std::string(call) + ": tensor " + std::to_string(i) +
-                       " is not float32; host tensors must be (" + gradagg::RankAndHost() + ")");
+      throw UsageError(std::string(call) + ": tensor " + std::to_string(i) + " is not float32; host tensors must be (" +
+                       gradagg::RankAndHost() + ")");
     }
     buffers.push_back({static_cast<float*>(tensors[i].data), tensors[i].count});
   }
@@ -134,9 +139,15 @@ std::vector<gradagg::DeviceGradient> DeviceTensors(const gradagg_tensor* tensors
   for (size_t i = 0; i < count; ++i) {
     gradagg::DataType type = gradagg::DataType::kFloat32;
     switch (tensors[i].type) {
-      case GRADAGG_FLOAT32: type = gradagg::DataType::kFloat32; break;
-      case GRADAGG_BFLOAT16: type = gradagg::DataType::kBFloat16; break;
-      case GRADAGG_FLOAT16: type = gradagg::DataType::kFloat16; break;
+      case GRADAGG_FLOAT32:
+        type = gradagg::DataType::kFloat32;
+        break;
+      case GRADAGG_BFLOAT16:
+        type = gradagg::DataType::kBFloat16;
+        break;
+      case GRADAGG_FLOAT16:
+        type = gradagg::DataType::kFloat16;
+        break;
       default:
         throw UsageError(std::string(call) + ": tensor " + std::to_string(i) + " has element type " +
                          std::to_string(tensors[i].type) + ", not a gradagg_element_type (" + gradagg::RankAndHost() +
@@ -311,7 +322,8 @@ gradagg_status gradagg_wait(gradagg_pending* pending) {
 }
 
 gradagg_status gradagg_done(gradagg_pending* pending, int* done) {
-  return Guarded([&] { Require(done, "done", "gradagg_done") = Require(pending, "pending", "gradagg_done").call.Done(); });
+  return Guarded(
+      [&] { Require(done, "done", "gradagg_done") = Require(pending, "pending", "gradagg_done").call.Done(); });
 }
 
 gradagg_status gradagg_register_device_buffer(gradagg_aggregator* aggregator, void* data, size_t bytes) {

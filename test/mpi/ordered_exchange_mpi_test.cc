@@ -22,27 +22,40 @@ std::vector<unsigned char> Message(int from, int to) {
   return bytes;
 }
 
+// This rank's side of one exchange: what it sends every peer (Message, or placeholder bytes that beforeSend fills) and
+// room for what every peer sends it.
+struct Traffic {
+  std::vector<std::vector<unsigned char>> outgoing, incoming;
+  std::vector<SendBuffer> sends;
+  std::vector<ReceiveBuffer> receives;
+
+  Traffic(int rank, int size, bool produceLater) {
+    for (int peer = 0; peer < size; ++peer) {
+      outgoing.push_back(produceLater ? std::vector<unsigned char>(Message(rank, peer).size(), 0xee)
+                                      : Message(rank, peer));
+      incoming.emplace_back(Message(peer, rank).size(), 0);
+    }
+    for (int peer = 0; peer < size; ++peer) {
+      const auto p = static_cast<size_t>(peer);
+      sends.push_back({outgoing[p].data(), peer == rank && produceLater ? 0 : outgoing[p].size()});
+      receives.push_back({incoming[p].data(), incoming[p].size()});
+    }
+  }
+};
+
 TEST(ExchangeInRankOrder, DeliversEveryMessageAndCallsBackInRankOrder) {
   const int rank = WorldRank();
   const int size = WorldSize();
   for (size_t chunk : {size_t{3}, size_t{64}, kDefaultMaxMessageBytes}) {
-    std::vector<std::vector<unsigned char>> outgoing(static_cast<size_t>(size));
-    std::vector<std::vector<unsigned char>> incoming(static_cast<size_t>(size));
-    std::vector<SendBuffer> sends(static_cast<size_t>(size));
-    std::vector<ReceiveBuffer> receives(static_cast<size_t>(size));
-    for (int peer = 0; peer < size; ++peer) {
-      const auto p = static_cast<size_t>(peer);
-      outgoing[p] = Message(rank, peer);
-      incoming[p].assign(Message(peer, rank).size(), 0);
-      sends[p] = {outgoing[p].data(), outgoing[p].size()};
-      receives[p] = {incoming[p].data(), incoming[p].size()};
-    }
+    Traffic traffic(rank, size, false);
     std::vector<int> order;
     ExchangeInRankOrder(
-        MPI_COMM_WORLD, 5, sends, receives,
+        MPI_COMM_WORLD, 5, traffic.sends, traffic.receives,
         [&](int peer) {
           order.push_back(peer);
-          if (peer != rank) EXPECT_EQ(incoming[static_cast<size_t>(peer)], Message(peer, rank)) << "from " << peer;
+          if (peer != rank) {
+            EXPECT_EQ(traffic.incoming[static_cast<size_t>(peer)], Message(peer, rank)) << "from " << peer;
+          }
         },
         chunk);
     std::vector<int> expected(static_cast<size_t>(size));
@@ -56,30 +69,20 @@ TEST(ExchangeInRankOrder, DeliversEveryMessageAndCallsBackInRankOrder) {
 TEST(ExchangeInRankOrder, BeforeSendFillsEachMessageInSendingOrder) {
   const int rank = WorldRank();
   const int size = WorldSize();
-  std::vector<std::vector<unsigned char>> outgoing(static_cast<size_t>(size));
-  std::vector<std::vector<unsigned char>> incoming(static_cast<size_t>(size));
-  std::vector<SendBuffer> sends(static_cast<size_t>(size));
-  std::vector<ReceiveBuffer> receives(static_cast<size_t>(size));
-  for (int peer = 0; peer < size; ++peer) {
-    const auto p = static_cast<size_t>(peer);
-    outgoing[p].assign(Message(rank, peer).size(), 0xee);
-    incoming[p].assign(Message(peer, rank).size(), 0);
-    sends[p] = {outgoing[p].data(), peer == rank ? 0 : outgoing[p].size()};
-    receives[p] = {incoming[p].data(), incoming[p].size()};
-  }
+  Traffic traffic(rank, size, true);
   std::vector<int> produced;
   ExchangeInRankOrder(
-      MPI_COMM_WORLD, 8, sends, receives, [](int) {}, 7, 0.0, "the beforeSend test",
+      MPI_COMM_WORLD, 8, traffic.sends, traffic.receives, [](int) {}, 7, 0.0, "the beforeSend test",
       [&](int peer) {
         produced.push_back(peer);
         const std::vector<unsigned char> message = Message(rank, peer);
-        std::copy(message.begin(), message.end(), outgoing[static_cast<size_t>(peer)].begin());  // in place
+        std::copy(message.begin(), message.end(), traffic.outgoing[static_cast<size_t>(peer)].begin());  // in place
       });
   std::vector<int> expected;
   for (int step = 1; step < size; ++step) expected.push_back((rank + step) % size);
   EXPECT_EQ(produced, expected);
   for (int peer = 0; peer < size; ++peer) {
-    if (peer != rank) EXPECT_EQ(incoming[static_cast<size_t>(peer)], Message(peer, rank)) << "from " << peer;
+    if (peer != rank) EXPECT_EQ(traffic.incoming[static_cast<size_t>(peer)], Message(peer, rank)) << "from " << peer;
   }
 }
 

@@ -35,9 +35,9 @@ extern "C" {
 
 typedef enum gradagg_status {
   GRADAGG_OK = 0,
-  GRADAGG_ERROR_USAGE = 1,    /* bad or mismatched arguments; reported on every rank of the call */
-  GRADAGG_ERROR_TIMEOUT = 2,  /* a peer stopped answering (GRADAGG_TIMEOUT); end the job */
-  GRADAGG_ERROR_RUNTIME = 3,  /* MPI, CUDA or another failure on this rank; end the job */
+  GRADAGG_ERROR_USAGE = 1,   /* bad or mismatched arguments; reported on every rank of the call */
+  GRADAGG_ERROR_TIMEOUT = 2, /* a peer stopped answering (GRADAGG_TIMEOUT); end the job */
+  GRADAGG_ERROR_RUNTIME = 3, /* MPI, CUDA or another failure on this rank; end the job */
 } gradagg_status;
 
 typedef enum gradagg_element_type {
@@ -118,9 +118,8 @@ GRADAGG_C_EXPORT gradagg_status gradagg_aggregate(gradagg_aggregator* aggregator
                                                   size_t count, gradagg_header* header);
 /* Collective, on GPUs: the work is queued on `stream` (a cudaStream_t; NULL the legacy default stream) and the call
  * returns once the result is in place. */
-GRADAGG_C_EXPORT gradagg_status gradagg_aggregate_device(gradagg_aggregator* aggregator,
-                                                         const gradagg_tensor* tensors, size_t count, void* stream,
-                                                         gradagg_header* header);
+GRADAGG_C_EXPORT gradagg_status gradagg_aggregate_device(gradagg_aggregator* aggregator, const gradagg_tensor* tensors,
+                                                         size_t count, void* stream, gradagg_header* header);
 /* Collective, in the background: returns at once with *pending; leave tensors and header alone until
  * gradagg_wait(*pending) returns. The tensor list itself is copied. */
 GRADAGG_C_EXPORT gradagg_status gradagg_aggregate_async(gradagg_aggregator* aggregator, const gradagg_tensor* tensors,
@@ -145,8 +144,8 @@ GRADAGG_C_EXPORT gradagg_status gradagg_deregister_device_buffer(gradagg_aggrega
 GRADAGG_C_EXPORT gradagg_status gradagg_reset_residuals(gradagg_aggregator* aggregator);
 GRADAGG_C_EXPORT gradagg_status gradagg_last_stats(const gradagg_aggregator* aggregator, gradagg_stats* stats);
 /* Where this rank sits: any pointer may be NULL. */
-GRADAGG_C_EXPORT gradagg_status gradagg_topology(const gradagg_aggregator* aggregator, int* rank, int* size,
-                                                 int* nodes, int* ranks_per_node);
+GRADAGG_C_EXPORT gradagg_status gradagg_topology(const gradagg_aggregator* aggregator, int* rank, int* size, int* nodes,
+                                                 int* ranks_per_node);
 /* One line: the effective options (gradagg/options.h's Describe). Valid until this thread's next gradagg call. */
 GRADAGG_C_EXPORT const char* gradagg_describe(const gradagg_aggregator* aggregator);
 

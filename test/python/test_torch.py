@@ -3,7 +3,9 @@
   1. tensors: CPU float32 and CUDA float32 / bfloat16 sums at 32 bits on one node are exact (bf16 rounded once);
   2. the DDP hook: over 3 steps, each bucket's averaged result is bitwise what a gradagg Aggregator of its own gives
      on the same bucket input (so every bucket keeps its own carried error), with momentum 0 and 0.9 (then the hook's
-     output is the aggregated momentum, beta * m + g averaged).
+     output is the aggregated momentum, beta * m + g averaged);
+  3. an overflow (an Inf in one rank's gradients, as AMP's loss scaling makes): every rank gets non-finite
+     gradients back, so the GradScaler skips the step, the momentum keeps its value, and the next step is finite.
 
   mpirun -np N python3 test_torch.py     (GRADAGG_RANKS_PER_NODE chooses the emulated nodes; GPUs: rank i uses
                                           GPU i % count, so ranks may share one with GRADAGG_NVLINK_SHARE_GPUS=1)
@@ -86,6 +88,31 @@ def check_hook(rank, size, device, momentum):
         aggregator.close()
 
 
+def check_overflow(rank, size, device):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(16, 4).to(device)
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    state = gradagg.torch.GradaggState(bits=1, momentum=0.9)
+    ddp.register_comm_hook(state, gradagg.torch.comm_hook)
+    inputs = torch.ones(8, 16, device=device) * (rank + 1)
+    ddp(inputs).sum().backward()  # a finite step: the momentum is set
+    momenta = [m.clone() for m in state.momenta.values()]
+    assert momenta and all(bool(torch.isfinite(m).all()) for m in momenta)
+    ddp.zero_grad()
+    scale = float("inf") if rank == size - 1 else 1.0  # one rank overflows
+    (ddp(inputs).sum() * scale).backward()
+    for parameter in model.parameters():
+        assert not bool(torch.isfinite(parameter.grad).all()), "an overflow on one rank must reach every rank"
+    for before, after in zip(momenta, state.momenta.values()):
+        assert torch.equal(before, after), "the momentum changed on an overflowed step"
+    ddp.zero_grad()
+    ddp(inputs).sum().backward()
+    for parameter in model.parameters():
+        assert bool(torch.isfinite(parameter.grad).all()), "the step after an overflow must be finite"
+    for aggregator in state.aggregators.values():
+        aggregator.close()
+
+
 def main():
     gradagg.init()
     rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
@@ -99,7 +126,8 @@ def main():
     failures = 0
     for name, check in [("tensors", lambda: check_tensors(rank, size, device)),
                         ("hook", lambda: check_hook(rank, size, device, 0.0)),
-                        ("hook with momentum", lambda: check_hook(rank, size, device, 0.9))]:
+                        ("hook with momentum", lambda: check_hook(rank, size, device, 0.9)),
+                        ("overflow", lambda: check_overflow(rank, size, device))]:
         try:
             check()
         except Exception:

@@ -17,6 +17,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "quantize/bucket_codec.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -246,6 +247,14 @@ void WriteRangeCodes(const float* v, size_t length, int bits, Header header, uns
   }
 }
 
+// A run's next bucket follows the current one in memory: start loading it while this one is worked on in L1 (the
+// statistics passes leave memory idle otherwise). Harmless past the run's end: a prefetch never faults.
+void PrefetchNextBucket(const float* bucket, size_t length) {
+  if (bucket == nullptr) return;
+  constexpr size_t kLineFloats = 64 / sizeof(float);
+  for (size_t i = length; i < 2 * length; i += kLineFloats) hwy::Prefetch(bucket + i);
+}
+
 // v = values + residual.
 void AddResidual(const float* values, const float* residual, size_t length, float* v) {
   const D d;
@@ -258,6 +267,8 @@ void AddResidual(const float* values, const float* residual, size_t length, floa
 
 void EncodeBucketOnTarget(const BucketRule& rule, const float* values, float* residual, size_t length,
                           const BucketScratch& scratch, unsigned char* wire) {
+  PrefetchNextBucket(values, length);
+  PrefetchNextBucket(residual, length);
   const float* v = values;
   if (residual != nullptr) {
     AddResidual(values, residual, length, scratch.v);
@@ -373,6 +384,8 @@ void DecodeRange(const unsigned char* words, size_t length, Header header, float
 
 template <bool kAccumulate>
 bool Decode(int bits, const unsigned char* wire, size_t length, float* out) {
+  // 1 and 8 bits decode at memory speed; 2 and 4 bits are bound by unpacking, where the prefetches cost 2-8%.
+  if (kAccumulate && (bits == 1 || bits == 8)) PrefetchNextBucket(out, length);
   const Header header{LoadFloat(wire), LoadFloat(wire + sizeof(float))};
   const unsigned char* words = wire + kBucketHeaderBytes;
   if (!header.finite()) {

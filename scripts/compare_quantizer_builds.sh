@@ -6,12 +6,14 @@
 #
 # CPU rows are Google Benchmark's bytes per second; CUDA rows the benchmark's event-timed GB/s of float32 input.
 # Each DIR holds gradagg_quantize_benchmark (cpu) or gradagg_cuda_quantize_benchmark (cuda), and for the latter
-# Google Benchmark's shared library where the machine lacks it. Defaults: cuda, 3 rounds.
+# Google Benchmark's shared library where the machine lacks it. Defaults: cuda, 3 rounds. CPU sizes: ELEMENTS, a
+# regex of element counts (default 4194304; 67108864 runs from DRAM).
 set -euo pipefail
 trap 'echo "compare_quantizer_builds: failed; see $out.*.log" >&2' ERR
 before=$(cd "$1" && pwd) after=$(cd "$2" && pwd) out=$3 kind=${4:-cuda} rounds=${5:-3}
 case "$kind" in
-  cpu) binary=gradagg_quantize_benchmark filter='(Encode|DecodeAccumulate)/bits:(1|2|4|8)/elements:4194304' ;;
+  cpu) binary=gradagg_quantize_benchmark
+    filter="(Encode|DecodeAccumulate)/bits:(1|2|4|8)/elements:(${ELEMENTS:-4194304})\$" ;;
   cuda) binary=gradagg_cuda_quantize_benchmark
     filter='(Encode|DecodeAccumulate)/bytes:(67108864|268435456)/bits:(1|2|4|8)/(bf16:0/)?manual_time' ;;
   *) echo "usage: $0 BEFORE_DIR AFTER_DIR OUT_FILE [cpu|cuda] [ROUNDS]" >&2; exit 2 ;;

@@ -9,7 +9,8 @@ Launch with `mpirun -np N python3 train.py` and initialise torch.distributed fro
 (init_process_group_from_mpi) for DDP's own needs (the parameter broadcast); gradients go through gradagg.
 
 Each DDP bucket gets its own gradagg Aggregator, so it keeps its own carried quantization error from step to step
-(buckets differ in size, and DDP rebuilds them after the first iteration: a rebuilt bucket starts fresh). The hook
+(buckets differ in size, and DDP rebuilds them after the first iteration: a rebuilt bucket starts fresh), and each
+parameter in a bucket is its own tensor to gradagg, with quantization buckets of its own. The hook
 returns a torch.futures.Future that completes once the bucket is aggregated, averaged over the ranks as DDP expects.
 
 momentum > 0 applies heavy-ball momentum inside the aggregation (docs/DESIGN.md, "Momentum and Adam"): each rank hands
@@ -29,7 +30,7 @@ import torch.distributed as dist
 
 import gradagg
 
-__all__ = ["GradaggState", "comm_hook", "init_process_group_from_mpi"]
+__all__ = ["GradaggState", "comm_hook", "init_process_group_from_mpi", "tensors_of"]
 
 
 def init_process_group_from_mpi(backend=None, port=29500):
@@ -80,6 +81,14 @@ class GradaggState:
                 future.set_exception(error)
 
 
+def tensors_of(bucket):
+    """The bucket's flat buffer as views, one per parameter, so that each gets quantization buckets of its own (a
+    small bias never shares statistics with a large weight); the whole buffer where the sizes do not add up."""
+    buffer = bucket.buffer()
+    sizes = [parameter.numel() for parameter in bucket.parameters()]
+    return list(buffer.split(sizes)) if sizes and sum(sizes) == buffer.numel() else [buffer]
+
+
 def comm_hook(state, bucket):
     """DDP communication hook: the bucket's gradients averaged over the ranks through gradagg."""
     buffer = bucket.buffer()
@@ -91,7 +100,7 @@ def comm_hook(state, bucket):
     if momentum is not None:
         buffer.add_(momentum, alpha=state.momentum)  # beta * m + g: the sum over ranks is size * (beta m + mean g)
     stream = torch.cuda.current_stream(buffer.device) if buffer.is_cuda else None
-    pending = aggregator.aggregate_async(buffer, stream=stream.cuda_stream if stream is not None else None)
+    pending = aggregator.aggregate_async(tensors_of(bucket), stream=stream.cuda_stream if stream is not None else None)
     size = state.world_size
 
     def finish():

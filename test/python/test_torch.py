@@ -2,7 +2,8 @@
 
   1. tensors: CPU float32 and CUDA float32 / bfloat16 sums at 32 bits on one node are exact (bf16 rounded once);
   2. the DDP hook: over 3 steps, each bucket's averaged result is bitwise what a gradagg Aggregator of its own gives
-     on the same bucket input (so every bucket keeps its own carried error), with momentum 0 and 0.9 (then the hook's
+     on the same bucket input, one tensor per parameter (so every bucket keeps its own carried error and every
+     parameter its own quantization buckets), with momentum 0 and 0.9 (then the hook's
      output is the aggregated momentum, beta * m + g averaged);
   3. an overflow (an Inf in one rank's gradients, as AMP's loss scaling makes): every rank gets non-finite
      gradients back, so the GradScaler skips the step, the momentum keeps its value, and the next step is finite.
@@ -56,8 +57,10 @@ def check_hook(rank, size, device, momentum):
 
     def capturing_hook(hook_state, bucket):
         before = bucket.buffer().clone()
+        sizes = [view.numel() for view in gradagg.torch.tensors_of(bucket)]
+        assert len(sizes) == len(list(bucket.parameters())), "the hook must hand gradagg one tensor per parameter"
         future = gradagg.torch.comm_hook(hook_state, bucket)
-        return future.then(lambda f: seen.append((bucket.index(), before, f.value().clone())) or f.value())
+        return future.then(lambda f: seen.append((bucket.index(), before, sizes, f.value().clone())) or f.value())
 
     ddp.register_comm_hook(state, capturing_hook)
     references, momenta = {}, {}
@@ -68,7 +71,7 @@ def check_hook(rank, size, device, momentum):
         inputs = torch.randn(32, 64, generator=generator).to(device)
         ddp(inputs).square().mean().backward()
         assert seen, "the hook never ran"
-        for index, before, after in seen:
+        for index, before, sizes, after in seen:
             key = (index, before.numel())
             if key not in references:
                 references[key] = gradagg.Aggregator(bits=1)
@@ -76,7 +79,7 @@ def check_hook(rank, size, device, momentum):
             reference = before.clone()
             if momentum > 0.0:
                 reference.add_(momenta[key], alpha=momentum)
-            references[key].aggregate(reference)
+            references[key].aggregate(list(reference.split(sizes)))  # one tensor per parameter, as the hook
             reference.div_(size)
             if momentum > 0.0:
                 momenta[key].copy_(reference)

@@ -3,7 +3,8 @@
   1. the scenario of scenario.h gives, byte for byte, what the C++ API gave (REFERENCE.<rank>, written by
      gradagg_python_reference in the same layout);
   2. exact float32 sums at 32 bits, the header summed, async calls equal to blocking ones;
-  3. errors raise UsageError with gradagg's message on every rank;
+  3. errors raise UsageError with gradagg's message on every rank; empty, zero-size and 2-D arrays work, strided
+     ones and closed aggregators are refused;
   4. with mpi4py, an Aggregator on a sub-communicator sums over that communicator only.
 
   mpirun -np N python3 test_numpy.py REFERENCE     (GRADAGG_LIBRARY or the source tree's build/ locates the library)
@@ -93,6 +94,21 @@ def check_errors(rank, size):
         assert numpy.all(values == size)
 
 
+def check_shapes(size):
+    with gradagg.Aggregator(bits=1) as agg:
+        agg.aggregate([])  # nothing to sum: fine
+        agg.aggregate(numpy.zeros(0, dtype=numpy.float32))
+        matrix = numpy.ones((3, 5), dtype=numpy.float32)  # any contiguous shape is a flat tensor
+        agg.aggregate(matrix)
+        assert numpy.all(matrix == size), matrix
+        column = numpy.ones((4, 4), dtype=numpy.float32)[:, 1]
+        expect_usage_error(lambda: agg.aggregate(column), "contiguous")
+        pending = agg.aggregate_async([numpy.ones(7, dtype=numpy.float32)])
+        pending.wait()
+        pending.wait()  # a second wait returns at once
+    expect_usage_error(lambda: agg.aggregate(matrix), "closed")
+
+
 def check_sub_communicator(rank, size):
     try:
         from mpi4py import MPI
@@ -117,6 +133,7 @@ def main():
     checks = [("reference", lambda: check_reference(sys.argv[1], rank)),
               ("exact sums and header", lambda: check_exact_sums_and_header(rank, size)),
               ("errors", lambda: check_errors(rank, size)),
+              ("shapes", lambda: check_shapes(size)),
               ("sub-communicator", lambda: notes.append(check_sub_communicator(rank, size)))]
     for name, check in checks:
         try:

@@ -16,8 +16,8 @@
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "quantize/bucket_codec.cc"
-#include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/cache_control.h"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -345,9 +345,9 @@ uint32_t CodeAt(const unsigned char* words, size_t e, int bits) {
   return (static_cast<uint32_t>(words[bit / 8]) >> (bit % 8)) & ((1u << bits) - 1);
 }
 
-// 8 bits: a byte per code, widened a vector at a time. 2 and 4 bits: 32 elements at a time (a whole number of words),
-// their codes unpacked with constant trip counts, which the compiler vectorizes, then decoded a vector at a time.
-// The rest one by one.
+// 8 bits: a byte per code, widened a vector at a time. 2 and 4 bits: 32 elements at a time (a whole number of
+// words): the chunk's words are spread over the lanes by a table lookup and shifted per lane, or, on one-lane
+// vectors, unpacked with constant trip counts. The rest one by one.
 template <bool kAccumulate, int kBits>
 void DecodeRange(const unsigned char* words, size_t length, Header header, float* out) {
   constexpr size_t kPerWord = kWordBits / kBits;
@@ -368,6 +368,35 @@ void DecodeRange(const unsigned char* words, size_t length, Header header, float
       Emit<kAccumulate>(d, coder.Decode(d, code), out + i);
     }
   }
+#if HWY_TARGET != HWY_SCALAR  // one-lane vectors take the unpacking loop below
+  if constexpr (kBits == 2 || kBits == 4) {
+    if (n >= static_cast<size_t>(kBits)) {  // a chunk's kBits words fit one vector: spread them by a table lookup
+      const hn::RebindToUnsigned<D> du;
+      HWY_ALIGN int32_t wordOf[kChunk];
+      HWY_ALIGN uint32_t shiftOf[kChunk];
+      for (size_t e = 0; e < kChunk; ++e) {
+        wordOf[e] = static_cast<int32_t>(e / kPerWord);
+        shiftOf[e] = static_cast<uint32_t>((e % kPerWord) * kBits);
+      }
+      const hn::Repartition<uint64_t, decltype(du)> d64;
+      const auto mask = hn::Set(du, kMask);
+      for (; i + kChunk <= length; i += kChunk) {
+        // The words in registers, repeated: 2 bits [w0 w1 w0 w1 ...], 4 bits [w0 w1 w2 w3 w0 ...].
+        const unsigned char* chunk = words + kCodeWordBytes * (i / kPerWord);
+        uint64_t low = 0, high = 0;
+        std::memcpy(&low, chunk, sizeof low);
+        if constexpr (kBits == 4) std::memcpy(&high, chunk + sizeof low, sizeof high);
+        const auto all = hn::BitCast(
+            du, kBits == 2 ? hn::Set(d64, low) : hn::InterleaveLower(d64, hn::Set(d64, low), hn::Set(d64, high)));
+        for (size_t j = 0; j < kChunk; j += n) {
+          const auto spread = hn::TableLookupLanes(all, hn::SetTableIndices(du, wordOf + j));
+          const auto code = hn::And(spread >> hn::Load(du, shiftOf + j), mask);
+          Emit<kAccumulate>(d, coder.Decode(d, hn::BitCast(di, code)), out + i + j);
+        }
+      }
+    }
+  }
+#endif
   for (; i + kChunk <= length; i += kChunk) {
     for (size_t w = 0; w < kChunk / kPerWord; ++w) {
       const uint32_t word = LoadWord(words + kCodeWordBytes * (i / kPerWord + w));
@@ -384,8 +413,7 @@ void DecodeRange(const unsigned char* words, size_t length, Header header, float
 
 template <bool kAccumulate>
 bool Decode(int bits, const unsigned char* wire, size_t length, float* out) {
-  // 1 and 8 bits decode at memory speed; 2 and 4 bits are bound by unpacking, where the prefetches cost 2-8%.
-  if (kAccumulate && (bits == 1 || bits == 8)) PrefetchNextBucket(out, length);
+  if (kAccumulate) PrefetchNextBucket(out, length);
   const Header header{LoadFloat(wire), LoadFloat(wire + sizeof(float))};
   const unsigned char* words = wire + kBucketHeaderBytes;
   if (!header.finite()) {

@@ -188,12 +188,11 @@ void WriteOneBitCodes(const float* v, size_t length, float threshold, Header hea
   }
 }
 
-// One vector of 2-8-bit codes into codes[], and their residuals. The clamp is branch-free (min/max; values here are
+// One vector of 2-8-bit codes, returned, and their residuals. The clamp is branch-free (min/max; values here are
 // finite), and floor goes through int32, which truncates: scaled is non-negative where it is used.
 template <class DT>
-void RangeCodes(DT d, const float* v, const RangeCoder& coder, uint32_t maxCode, float* residual, uint32_t* codes) {
+auto RangeCodes(DT d, const float* v, const RangeCoder& coder, uint32_t maxCode, float* residual) {
   const hn::RebindToSigned<DT> di;
-  const hn::RebindToUnsigned<DT> du;
   const auto x = hn::LoadU(d, v);
   const auto cells = hn::Set(d, coder.cells);
   const auto lower = hn::Set(d, coder.lower);
@@ -203,47 +202,62 @@ void RangeCodes(DT d, const float* v, const RangeCoder& coder, uint32_t maxCode,
   auto code = hn::ConvertTo(di, hn::IfThenElseZero(inside, scaled));
   code = hn::IfThenElse(hn::RebindMask(di, scaled >= cells), hn::Set(di, static_cast<int32_t>(maxCode)), code);
   if (coder.degenerate) code = hn::Zero(di);
-  hn::StoreU(hn::BitCast(du, code), du, codes);
   if (residual != nullptr) hn::StoreU(x - coder.Decode(d, code), d, residual);
+  return code;
 }
 
-// Codes of kBits bits into 32-bit words, element e at bit (e % per word) * kBits of word e / per word. Whole words
-// have a constant trip count, which the compiler vectorizes; the last word takes what is left.
+#if HWY_TARGET != HWY_SCALAR
+// Packs a vector of N codes (N a multiple of 4, starting on a byte boundary) into N * kBits / 8 bytes: element e at
+// bit e * kBits of the little-endian code words. Narrowed to bytes, then 2 or 4 neighbouring bytes merged into one.
+template <int kBits, class DI, class VI>
+void StorePacked(DI di, VI code, unsigned char* out) {
+  const hn::Rebind<uint8_t, DI> d8;
+  if constexpr (kBits == 8) {
+    hn::StoreU(hn::DemoteTo(d8, code), d8, out);
+  } else if constexpr (kBits == 4) {  // lanes c0 | c1 << 8 -> c0 | c1 << 4
+    const hn::Repartition<int16_t, decltype(d8)> d16;
+    const auto pairs = hn::BitCast(d16, hn::DemoteTo(d8, code));
+    const auto packed =
+        hn::Or(hn::And(pairs, hn::Set(d16, 0x000F)), hn::And(hn::ShiftRight<4>(pairs), hn::Set(d16, 0x00F0)));
+    const hn::Rebind<uint8_t, decltype(d16)> dOut;
+    hn::StoreU(hn::DemoteTo(dOut, packed), dOut, out);
+  } else {  // lanes c0 | c1 << 8 | c2 << 16 | c3 << 24 -> c0 | c1 << 2 | c2 << 4 | c3 << 6
+    const hn::Repartition<int32_t, decltype(d8)> d32;
+    const auto quads = hn::BitCast(d32, hn::DemoteTo(d8, code));
+    const auto packed =
+        hn::Or(hn::Or(hn::And(quads, hn::Set(d32, 0x03)), hn::And(hn::ShiftRight<6>(quads), hn::Set(d32, 0x0C))),
+               hn::Or(hn::And(hn::ShiftRight<12>(quads), hn::Set(d32, 0x30)),
+                      hn::And(hn::ShiftRight<18>(quads), hn::Set(d32, 0xC0))));
+    const hn::Rebind<uint8_t, decltype(d32)> dOut;
+    hn::StoreU(hn::DemoteTo(dOut, packed), dOut, out);
+  }
+}
+#endif
+
+// Codes of kBits bits, packed as wire_format.h says: whole vectors packed in registers, then the last few elements
+// one at a time into the zeroed bytes that remain (they start on a byte boundary: N is a multiple of 4).
 template <int kBits>
-void PackCodes(const uint32_t* codes, size_t length, unsigned char* words) {
-  constexpr size_t kPerWord = kWordBits / kBits;
-  const size_t wholeWords = length / kPerWord;
-  for (size_t w = 0; w < wholeWords; ++w) {
-    uint32_t word = 0;
-    for (size_t j = 0; j < kPerWord; ++j) word |= codes[w * kPerWord + j] << (j * kBits);
-    StoreWord(words + kCodeWordBytes * w, word);
-  }
-  if (length % kPerWord != 0) {
-    uint32_t word = 0;
-    for (size_t j = 0; j < length % kPerWord; ++j) word |= codes[wholeWords * kPerWord + j] << (j * kBits);
-    StoreWord(words + kCodeWordBytes * wholeWords, word);
-  }
-}
-
-void WriteRangeCodes(const float* v, size_t length, int bits, Header header, unsigned char* words, float* residual,
-                     uint32_t* codes) {
-  const D d;
+void WriteRangeCodes(const float* v, size_t length, Header header, unsigned char* words, float* residual) {
   const D1 d1;
-  const size_t n = hn::Lanes(d);
-  const RangeCoder coder(bits, header);
-  const uint32_t maxCode = (1u << bits) - 1;
+  const RangeCoder coder(kBits, header);
+  const uint32_t maxCode = (1u << kBits) - 1;
   size_t i = 0;
+#if HWY_TARGET != HWY_SCALAR
+  const D d;
+  const hn::RebindToSigned<D> di;
+  const size_t n = hn::Lanes(d);
   for (; i + n <= length; i += n) {
-    RangeCodes(d, v + i, coder, maxCode, residual != nullptr ? residual + i : nullptr, codes + i);
+    const auto code = RangeCodes(d, v + i, coder, maxCode, residual != nullptr ? residual + i : nullptr);
+    StorePacked<kBits>(di, code, words + i * kBits / 8);
   }
-  for (; i < length; ++i)
-    RangeCodes(d1, v + i, coder, maxCode, residual != nullptr ? residual + i : nullptr, codes + i);
-  if (bits == 2) {
-    PackCodes<2>(codes, length, words);
-  } else if (bits == 4) {
-    PackCodes<4>(codes, length, words);
-  } else {
-    PackCodes<8>(codes, length, words);
+#endif
+  const size_t tailByte = i * kBits / 8;
+  std::memset(words + tailByte, 0, BucketWireBytes(length, kBits) - kBucketHeaderBytes - tailByte);
+  for (; i < length; ++i) {
+    const auto code = RangeCodes(d1, v + i, coder, maxCode, residual != nullptr ? residual + i : nullptr);
+    const size_t bit = i * kBits;
+    words[bit / 8] =
+        static_cast<unsigned char>(words[bit / 8] | (static_cast<uint32_t>(hn::GetLane(code)) << (bit % 8)));
   }
 }
 
@@ -286,8 +300,12 @@ void EncodeBucketOnTarget(const BucketRule& rule, const float* values, float* re
     std::memset(words, 0, BucketWireBytes(length, rule.bits) - kBucketHeaderBytes);
   } else if (rule.bits == 1) {
     WriteOneBitCodes(v, length, threshold, header, words, residual);
+  } else if (rule.bits == 2) {
+    WriteRangeCodes<2>(v, length, header, words, residual);
+  } else if (rule.bits == 4) {
+    WriteRangeCodes<4>(v, length, header, words, residual);
   } else {
-    WriteRangeCodes(v, length, rule.bits, header, words, residual, scratch.codes);
+    WriteRangeCodes<8>(v, length, header, words, residual);
   }
 }
 

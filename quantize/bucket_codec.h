@@ -18,10 +18,9 @@ struct BucketRule {
   float clip = 0.0f;
 };
 
-// The encoder's working memory, `length` elements each, reused bucket after bucket.
+// The encoder's working memory, reused bucket after bucket: v = values + residual, `length` elements.
 struct BucketScratch {
-  float* v = nullptr;         // values + residual
-  uint32_t* codes = nullptr;  // 2-8 bits: one code per element before packing
+  float* v = nullptr;
 };
 
 // Encodes values[0, length) into BucketWireBytes(length, rule.bits) bytes at `wire`. With a residual, encodes

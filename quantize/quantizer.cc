@@ -32,8 +32,7 @@ void Quantizer::Encode(const float* values, float* residual, const BucketLayout&
   const BucketRule rule{bits, config_.threshold, clip_};
   const size_t scratchLength = std::min(layout.bucketSize(), count);
   std::vector<float> withResidual(residual != nullptr ? scratchLength : 0);
-  std::vector<uint32_t> codes(bits > 1 ? scratchLength : 0);
-  const BucketScratch scratch{withResidual.data(), codes.data()};
+  const BucketScratch scratch{withResidual.data()};
   layout.ForEachBucket([&](size_t start, size_t length) {
     EncodeBucket(rule, values + start, residual != nullptr ? residual + start : nullptr, length, scratch, out);
     out += BucketWireBytes(length, bits);

@@ -42,8 +42,8 @@ class NodeTopology;  // internal: where the ranks sit (the project's own tools r
 struct PhaseTimes {
   double agreement = 0.0;      // size check and header sum
   double reduceScatter = 0.0;  // phase 1
-  double quantize = 0.0;       // phase 2: both encodes
-  double exchange = 0.0;       // phase 2: MPI traffic and waiting for it
+  double quantize = 0.0;       // phase 2: every encode
+  double exchange = 0.0;       // phase 2: the rest of the phase, waiting on MPI traffic (encodes overlap it)
   double decode = 0.0;         // phase 2: decodes and sums
   double allGather = 0.0;      // phase 3
   double total = 0.0;

@@ -75,9 +75,11 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
   const ExchangeMessages scatter = plan_.Scatter(stripeWire, received, ownSlotBytes_);
   const auto sumInOrder = [&](int sourceRank) {
     const auto source = static_cast<size_t>(sourceRank);
-    if (source == ownIndex && quantizeOwnStripe_) quantizePart(sourceRank);
-    if (source == ownIndex && !quantizeOwnStripe_ && stripeResidual != nullptr) {
-      backend.Fold(stripe + own.begin, stripeResidual + own.begin, own.count);
+    if (source == ownIndex && quantizeOwnStripe_) {
+      quantizePart(sourceRank);
+    } else if (source == ownIndex && stripeResidual != nullptr) {  // counted with the encodes, as it replaces one
+      backend.Time(CodecStep::kEncode,
+                   [&] { backend.Fold(stripe + own.begin, stripeResidual + own.begin, own.count); });
     }
     backend.Time(CodecStep::kDecode, [&] {
       if (source == ownIndex && !quantizeOwnStripe_) {

@@ -31,6 +31,12 @@ void DrainQuietly(std::vector<MPI_Request>& requests) {
 
 }  // namespace
 
+std::vector<int> SendingOrder(int rank, int size) {
+  std::vector<int> order;
+  for (int step = 1; step < size; ++step) order.push_back((rank + step) % size);
+  return order;
+}
+
 void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends,
                          const std::vector<ReceiveBuffer>& receives, const std::function<void(int)>& onReady,
                          size_t maxMessageBytes, double timeoutSeconds, const char* what,
@@ -78,8 +84,7 @@ void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
   };
   try {
     // 2. Sends, starting with the next rank; each produced (beforeSend) just before it leaves.
-    for (int step = 1; step < size; ++step) {
-      const int peer = (rank + step) % size;
+    for (const int peer : SendingOrder(rank, size)) {
       const SendBuffer& buffer = sends[static_cast<size_t>(peer)];
       if (buffer.bytes == 0) continue;
       if (beforeSend) beforeSend(peer);

@@ -26,10 +26,13 @@ struct ReceiveBuffer {
 // Messages larger than this travel as several MPI messages (MPI counts are int).
 inline constexpr size_t kDefaultMaxMessageBytes = size_t{1} << 30;
 
+// The peers a rank sends to, in the order it sends: rank + 1, rank + 2, ..., wrapping, itself left out.
+std::vector<int> SendingOrder(int rank, int size);
+
 // Collective over `comm` in effect: every rank calls it with matching sizes.
 //   1. Posts a receive of exactly receives[p].bytes from every peer p with bytes > 0.
-//   2. Sends sends[p] to every peer p with bytes > 0 (the same buffer may go to several peers), in the order
-//      rank + 1, rank + 2, ... (wrapping), so that the ranks do not all start with the same peer. Where beforeSend
+//   2. Sends sends[p] to every peer p with bytes > 0 (the same buffer may go to several peers), in SendingOrder, so
+//      that the ranks do not all start with the same peer. Where beforeSend
 //      is set, beforeSend(p) comes just before p's send is posted: the caller may fill sends[p] there, so that the
 //      first message is on the wire while the next is being produced.
 //   3. As receives complete (MPI_Waitany), calls onReady(p) for p = 0, 1, ..., size-1 in that order, each as soon

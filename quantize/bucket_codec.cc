@@ -364,20 +364,16 @@ uint32_t CodeAt(const unsigned char* words, size_t e, int bits) {
 }
 
 // 8 bits: a byte per code, widened a vector at a time. 2 and 4 bits: 32 elements at a time (a whole number of
-// words): the chunk's words are spread over the lanes by a table lookup and shifted per lane, or, on one-lane
-// vectors, unpacked with constant trip counts. The rest one by one.
+// words): the chunk's words are spread over the lanes by a table lookup and shifted per lane. The rest, and
+// everything on one-lane vectors, one element at a time.
 template <bool kAccumulate, int kBits>
 void DecodeRange(const unsigned char* words, size_t length, Header header, float* out) {
-  constexpr size_t kPerWord = kWordBits / kBits;
-  constexpr size_t kChunk = kWordBits;
-  constexpr uint32_t kMask = (1u << kBits) - 1;
   const D d;
   const D1 d1;
   const hn::RebindToSigned<D> di;
   const hn::RebindToSigned<D1> di1;
   const size_t n = hn::Lanes(d);
   const RangeCoder coder(kBits, header);
-  HWY_ALIGN int32_t codes[kChunk];
   size_t i = 0;
   if constexpr (kBits == 8) {  // one byte per code: widen them
     const hn::Rebind<uint8_t, D> d8;
@@ -386,9 +382,12 @@ void DecodeRange(const unsigned char* words, size_t length, Header header, float
       Emit<kAccumulate>(d, coder.Decode(d, code), out + i);
     }
   }
-#if HWY_TARGET != HWY_SCALAR  // one-lane vectors take the unpacking loop below
+#if HWY_TARGET != HWY_SCALAR  // one-lane vectors take the element loop below
   if constexpr (kBits == 2 || kBits == 4) {
     if (n >= static_cast<size_t>(kBits)) {  // a chunk's kBits words fit one vector: spread them by a table lookup
+      constexpr size_t kPerWord = kWordBits / kBits;
+      constexpr size_t kChunk = kWordBits;
+      constexpr uint32_t kMask = (1u << kBits) - 1;
       const hn::RebindToUnsigned<D> du;
       HWY_ALIGN int32_t wordOf[kChunk];
       HWY_ALIGN uint32_t shiftOf[kChunk];
@@ -415,14 +414,6 @@ void DecodeRange(const unsigned char* words, size_t length, Header header, float
     }
   }
 #endif
-  for (; i + kChunk <= length; i += kChunk) {
-    for (size_t w = 0; w < kChunk / kPerWord; ++w) {
-      const uint32_t word = LoadWord(words + kCodeWordBytes * (i / kPerWord + w));
-      for (size_t j = 0; j < kPerWord; ++j)
-        codes[w * kPerWord + j] = static_cast<int32_t>((word >> (j * kBits)) & kMask);
-    }
-    for (size_t j = 0; j < kChunk; j += n) Emit<kAccumulate>(d, coder.Decode(d, hn::Load(di, codes + j)), out + i + j);
-  }
   for (; i < length; ++i) {
     const auto code = hn::Set(di1, static_cast<int32_t>(CodeAt(words, i, kBits)));
     Emit<kAccumulate>(d1, coder.Decode(d1, code), out + i);
@@ -440,14 +431,12 @@ bool Decode(int bits, const unsigned char* wire, size_t length, float* out) {
   }
   if (bits == 1) {
     DecodeOneBit<kAccumulate>(words, length, header, out);
+  } else if (bits == 2) {
+    DecodeRange<kAccumulate, 2>(words, length, header, out);
+  } else if (bits == 4) {
+    DecodeRange<kAccumulate, 4>(words, length, header, out);
   } else {
-    if (bits == 2) {
-      DecodeRange<kAccumulate, 2>(words, length, header, out);
-    } else if (bits == 4) {
-      DecodeRange<kAccumulate, 4>(words, length, header, out);
-    } else {
-      DecodeRange<kAccumulate, 8>(words, length, header, out);
-    }
+    DecodeRange<kAccumulate, 8>(words, length, header, out);
   }
   return false;
 }

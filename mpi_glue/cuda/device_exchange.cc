@@ -110,9 +110,7 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
   int rank = 0, size = 0;
   CheckShape(comm, sends, receives, rank, size);
 
-  // Peers in sending order: the next rank first (as ExchangeInRankOrder).
-  std::vector<int> sendOrder;
-  for (int step = 1; step < size; ++step) sendOrder.push_back((rank + step) % size);
+  const std::vector<int> sendOrder = SendingOrder(rank, size);  // the next rank first, as ExchangeInRankOrder
 
   // Host layout: each distinct send buffer once (the all-gather sends one buffer to every peer), then the receives.
   std::vector<SendBuffer> sources;

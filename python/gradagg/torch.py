@@ -21,6 +21,7 @@ float32; momentum applied after a 1-bit aggregation diverges.
 A bucket whose input holds a NaN or Inf (an AMP loss-scale overflow) comes back non-finite on every rank, so the
 GradScaler skips the step; the momentum is left as it was.
 """
+import contextlib
 import os
 import queue
 import threading
@@ -104,7 +105,7 @@ def comm_hook(state, bucket):
     size = state.world_size
 
     def finish():
-        with torch.cuda.stream(stream) if stream is not None else _nothing():
+        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
             buffer.div_(size)
             if momentum is not None and bool(torch.isfinite(buffer).all()):
                 momentum.copy_(buffer)
@@ -116,10 +117,3 @@ def comm_hook(state, bucket):
     state._queue.put((pending, finish, future))
     return future
 
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exception):
-        return False

@@ -15,7 +15,6 @@
 
 #include "quantize/bucket_codec.h"
 #include "quantize/bucket_layout.h"
-#include "quantize/canonical_sum.h"
 #include "quantize/wire_format.h"
 #include "reference_quantizer.h"
 #include "test/common/quantizer_inputs.h"
@@ -352,17 +351,6 @@ TEST(Quantizer, ErrorFeedbackCarriesEveryInputIntoTheDecodedSum) {
       // The residual stays the size of one step's quantization error; it does not grow with the steps.
       EXPECT_LT(largestResidual, 10.0) << "bits " << bits << " mean " << mean;
     }
-  }
-}
-
-TEST(CanonicalSum, FollowsTheDocumentedOrder) {
-  for (size_t length : {0, 1, 5, 127, 128, 129, 512, 1000}) {
-    const std::vector<float> values = RandomNormal(length, static_cast<uint32_t>(length), 1e3f);
-    const float sum = CanonicalSum(length, [&](size_t i) { return values[i]; });
-    EXPECT_TRUE(SameBits(sum, test::ReferenceSum(values))) << length;
-    double exact = 0.0;
-    for (float v : values) exact += v;
-    EXPECT_NEAR(sum, exact, 1e-3 * (1.0 + std::fabs(exact))) << length;
   }
 }
 

@@ -44,24 +44,18 @@ double DoubleOf(uint64_t bits) {
 
 // MPI_Allgather that gives up at the deadline and then names, through a roll call, the ranks that never came.
 std::vector<uint64_t> AllGather(MPI_Comm world, const std::vector<uint64_t>& mine, int size, double timeoutSeconds) {
-  // On the heap: a collective that timed out may still complete when the missing rank comes back, so its buffers
-  // are left to it (a leak on the way to ending the job) rather than freed under it.
-  auto* buffers = new std::vector<uint64_t>(mine.size() * (static_cast<size_t>(size) + 1));
-  std::copy(mine.begin(), mine.end(), buffers->begin());
-  uint64_t* gathered = buffers->data() + mine.size();
-  std::vector<MPI_Request> request(1, MPI_REQUEST_NULL);
-  GRADAGG_MPI_CHECK(MPI_Iallgather(buffers->data(), static_cast<int>(mine.size()), MPI_UINT64_T, gathered,
-                                   static_cast<int>(mine.size()), MPI_UINT64_T, world, request.data()));
-  if (!WaitAllBefore(Deadline(timeoutSeconds), request)) {
-    const std::vector<int> absent = AbsentRanks(world, std::min(timeoutSeconds / 2.0, 10.0));
+  std::vector<char> bytes(mine.size() * sizeof(uint64_t)), all;
+  std::memcpy(bytes.data(), mine.data(), bytes.size());
+  std::vector<int> absent;
+  if (!AllGatherBytesBefore(world, bytes, timeoutSeconds, all, absent)) {
     throw TimeoutError("AggregateGradients: waited " + std::to_string(static_cast<int>(timeoutSeconds)) +
                        " s (GRADAGG_TIMEOUT) in the call agreement for " +
                        (absent.empty() ? std::string("ranks that came too late") : DescribeWorldRanks(world, absent)) +
                        ", which did not call AggregateGradients (stopped, or gone) (" + RankAndHost() + ")");
   }
-  std::vector<uint64_t> all(gathered, gathered + mine.size() * static_cast<size_t>(size));
-  delete buffers;
-  return all;
+  std::vector<uint64_t> records(mine.size() * static_cast<size_t>(size));
+  std::memcpy(records.data(), all.data(), all.size());
+  return records;
 }
 
 // Throws on every rank when some rank's `field` differs from rank 0's.

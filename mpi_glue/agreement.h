@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace gradagg {
 
@@ -15,5 +16,19 @@ std::string AgreeOnProblem(MPI_Comm comm, const std::string& localProblem);
 
 // Collective over `comm`: the sum of every rank's `count`, on every rank.
 size_t SumOver(MPI_Comm comm, size_t count);
+
+// Collective over `comm`: every rank's blob (all of one size), in rank order.
+std::vector<char> AllGatherBytes(MPI_Comm comm, const std::vector<char>& mine);
+
+// As AllGatherBytes, but waits at most `seconds` (<= 0: no limit). When that passes, the ranks that waited hold a
+// roll call and this returns false, with `absent` the ranks of `comm` that never came (empty: they came too late);
+// the gather's buffers are then left to MPI, which may still complete it (a leak on the way to ending the job).
+bool AllGatherBytesBefore(MPI_Comm comm, const std::vector<char>& mine, double seconds, std::vector<char>& all,
+                          std::vector<int>& absent);
+
+// AllGatherBytesBefore that throws TimeoutError: "`what` waited N s for rank 3 (...), which never came (seen by
+// rank 0 on node-a)".
+std::vector<char> AllGatherBytesWithin(MPI_Comm comm, const std::vector<char>& mine, double seconds,
+                                       const std::string& what);
 
 }  // namespace gradagg

@@ -7,15 +7,18 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
-#include <optional>
+#include <sstream>
 #include <thread>
 #include <utility>
 
 #include "gradagg/errors.h"
+#include "ground/cuda/cuda_error.h"
+#include "mpi_glue/agreement.h"
 #include "mpi_glue/mpi_error.h"
 #include "nvlink/cuda/peer_access.h"
-#include "ground/cuda/cuda_error.h"
+#include "nvlink/group_all_gather.h"
 
 namespace gradagg {
 namespace {
@@ -31,16 +34,6 @@ double ParseNumber(const char* name, double fallback) {
   return value;
 }
 
-// Equal-sized blobs from every rank of `comm`, in rank order.
-std::vector<char> AllGatherBytes(MPI_Comm comm, const std::vector<char>& mine) {
-  int size = 0;
-  GRADAGG_MPI_CHECK(MPI_Comm_size(comm, &size));
-  std::vector<char> all(mine.size() * size);
-  GRADAGG_MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(),
-                                  static_cast<int>(mine.size()), MPI_BYTE, comm));
-  return all;
-}
-
 // Fixed-width text fields, all-gathered.
 std::vector<std::string> AllGatherStrings(MPI_Comm comm, const std::string& mine, size_t width) {
   std::vector<char> field(width, '\0');
@@ -49,14 +42,6 @@ std::vector<std::string> AllGatherStrings(MPI_Comm comm, const std::string& mine
   std::vector<std::string> strings;
   for (size_t offset = 0; offset < all.size(); offset += width) strings.emplace_back(all.data() + offset);
   return strings;
-}
-
-// The first (i, j) in row order where local rank i cannot reach local rank j's GPU directly.
-std::optional<std::pair<int, int>> FirstPairWithoutAccess(const PeerAccessMatrix& access) {
-  for (size_t i = 0; i < access.size(); ++i)
-    for (size_t j = 0; j < access[i].size(); ++j)
-      if (!access[i][j]) return std::make_pair(static_cast<int>(i), static_cast<int>(j));
-  return std::nullopt;
 }
 
 }  // namespace
@@ -81,6 +66,18 @@ GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
   if (std::getenv("GRADAGG_NVLINK_PUSH_CHUNK") != nullptr)
     group.pushChunkBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_PUSH_CHUNK", 0));
   config.forcedGroupSize = static_cast<int>(ParseNumber("GRADAGG_NVLINK_GROUP_SIZE", config.forcedGroupSize));
+  if (const char* path = std::getenv("GRADAGG_NVLINK_TOPOLOGY"); path != nullptr && *path != '\0') {
+    std::ifstream file(path);
+    std::stringstream text;
+    text << file.rdbuf();
+    if (!file) throw UsageError(std::string("GRADAGG_NVLINK_TOPOLOGY=") + path + " cannot be read");
+    try {
+      config.accessOverride = ParsePeerAccess(text.str());
+    } catch (const std::invalid_argument& error) {
+      throw UsageError(std::string("GRADAGG_NVLINK_TOPOLOGY=") + path + ": " + error.what());
+    }
+  }
+  config.hostBetweenGroups = ParseNumber("GRADAGG_NVLINK_HOST_BETWEEN_GROUPS", config.hostBetweenGroups ? 1 : 0) != 0;
   config.traceLevel = static_cast<int>(ParseNumber("GRADAGG_TRACE", config.traceLevel));
   config.shareGpus = ParseNumber("GRADAGG_NVLINK_SHARE_GPUS", config.shareGpus ? 1 : 0) != 0;
   return config;
@@ -103,38 +100,64 @@ GpuNode::GpuNode(MPI_Comm node, const GpuNodeConfig& config) : config_(config), 
         throw UsageError("local ranks " + std::to_string(i) + " and " + std::to_string(j) + " share GPU " + pciIds[i] +
                          " (" + RankAndHost() + "): run one rank per GPU");
 
-  // 2. Fully connected groups.
+  // 2. Fully connected groups, from the measured access or the access a topology file allows.
   try {
+    if (!config_.accessOverride.empty()) access_ = RestrictPeerAccess(access_, config_.accessOverride);
     groups_ = SplitIntoFullyConnectedGroups(access_, config_.forcedGroupSize);
   } catch (const std::invalid_argument& error) {
     throw UsageError(std::string(error.what()) + " (" + RankAndHost() + ")");
   }
+  const std::vector<std::string> names = AllGatherStrings(node_.get(), RankAndHost(), 128);
+  if (!fullyConnected()) {
+    if (config_.hostBetweenGroups) {
+      hostWhy_ = "GRADAGG_NVLINK_HOST_BETWEEN_GROUPS=1";
+    } else if (!GroupChain::Fits(groups_)) {
+      hostWhy_ = "its groups differ in size";
+    } else {
+      const size_t size = groups_[0].size();
+      for (size_t first = 0; first + size < static_cast<size_t>(ranks); ++first)
+        directLinks_ += access_[first][first + size] && access_[first + size][first] ? 1 : 0;
+      if (directLinks_ == 0) hostWhy_ = "no GPU reaches its counterpart in the next group";
+    }
+  }
   if (me == 0 && config_.traceLevel >= 1) std::cerr << "gradagg: " << DescribePeerAccess(access_, groups_);
-  if (const auto pair = FirstPairWithoutAccess(access_); me == 0 && pair) {
-    std::cerr << "gradagg: warning: local rank " << pair->first << " has no peer access to local rank " << pair->second
-              << "'s GPU; the node reduces through pinned host memory\n";
-  }
+  if (me == 0 && !fullyConnected() && !hostWhy_.empty())
+    std::cerr << "gradagg: warning: the node's " << groups_.size()
+              << " NVLink groups reduce through pinned host memory (" << hostWhy_ << ")\n";
 
-  // 3. One group: peer memory across the node. Several: the host twin (nothing forwards between groups yet).
+  // 3. One group: peer memory across the node. A chain of groups, or the host twin.
+  const MPI_Comm nodeComm = node_.get();
   if (fullyConnected()) {
-    const std::vector<std::string> names = AllGatherStrings(node_.get(), RankAndHost(), 128);
-    const MPI_Comm nodeComm = node_.get();
-    peers_ = std::make_unique<nvlink::PeerGroup>(
-        me, names, [nodeComm](const std::vector<char>& mine) { return AllGatherBytes(nodeComm, mine); }, config_.group);
+    peers_ = std::make_unique<nvlink::PeerGroup>(me, names, BoundedAllGather(nodeComm, config_.group.timeoutSeconds),
+                                                 config_.group);
+  } else if (hostWhy_.empty()) {
+    chain_ = std::make_unique<GroupChain>(nodeComm, groups_, access_, names, config_.group);
   } else {
-    hostTwin_ = std::make_unique<SharedWindowPhase>(node_.get(), config_.group.timeoutSeconds);
+    hostTwin_ = std::make_unique<SharedWindowPhase>(nodeComm, config_.group.timeoutSeconds);
   }
+}
+
+std::string GpuNode::Describe() const {
+  const size_t size = groups_[0].size();
+  if (fullyConnected()) return "one NVLink group of " + std::to_string(size);
+  std::string text = std::to_string(groups_.size()) + " NVLink groups";
+  if (GroupChain::Fits(groups_)) text += " of " + std::to_string(size);
+  if (!chained()) return text + ", reduced through host memory (" + hostWhy_ + ")";
+  const size_t links = (groups_.size() - 1) * size;
+  return text + ", chained over " + std::to_string(directLinks_) + " peer-memory links and " +
+         std::to_string(links - directLinks_) + " host links";
 }
 
 GpuNode::~GpuNode() {
   if (pinned_ != nullptr) cudaFreeHost(pinned_);
-  if (!peers_) return;
+  if (!peers_ && !chain_) return;
   // Every rank unmaps its peers' memory, and only then frees its own: CUDA IPC breaks later exports of memory
   // freed while another process still maps it (seen on H200s). A peer may arrive late by up to a kernel's timeout
   // (it was waiting in a failed call), so the barrier waits twice that and more; a rank that never comes (an
   // exception on one rank only) then costs a leak and a warning, not a hang.
   try {
-    peers_->UnmapPeers();
+    if (peers_) peers_->UnmapPeers();
+    if (chain_) chain_->UnmapPeers();
   } catch (...) {  // a destructor never throws: the GPU already failed; free what we can
   }
   int finalized = 0;
@@ -149,15 +172,22 @@ GpuNode::~GpuNode() {
            std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  if (done) return;  // peers_ frees the memory
+  if (done) return;  // peers_ or chain_ frees the memory
   std::cerr << "gradagg: warning: not every local rank closed its node group in time (" << RankAndHost()
             << "); its GPU memory stays allocated until the process ends\n";
-  peers_.release();  // leaked on purpose, see above
-  node_.Release();   // the abandoned barrier still refers to it
+  if (chain_) chain_->Abandon();
+  chain_.release();  // leaked on purpose, see above
+  peers_.release();
+  node_.Release();  // the abandoned barrier still refers to it
 }
 
 void GpuNode::Abandon() noexcept {
   if (hostTwin_) hostTwin_->Abandon();
+  if (chain_) {
+    chain_->Abandon();
+    chain_.release();  // leaked on purpose: peers may still map this rank's memory
+    node_.Release();
+  }
   if (!peers_) return;
   try {
     peers_->UnmapPeers();
@@ -196,11 +226,14 @@ nvlink::PeerGroup& GpuNode::peers() {
 
 void GpuNode::ThrowIfFailed() const {
   if (peers_) peers_->ThrowIfFailed();
+  if (chain_) chain_->ThrowIfFailed();
 }
 
 void GpuNode::AllReduce(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
   if (fullyConnected()) {
     peers_->AllReduce(input, output, count, type, stream);
+  } else if (chain_) {
+    chain_->AllReduce(input, output, count, type, stream);
   } else {
     AllReduceThroughHost(input, output, count, type, stream);
   }
@@ -220,6 +253,7 @@ float* GpuNode::Pinned(size_t count) {
 void GpuNode::ReduceScatter(const float* input, const std::vector<ElementRange>& shards, float* stripe,
                             cudaStream_t stream) {
   if (fullyConnected()) return peers_->ReduceScatter(input, shards, stripe, ElementType::kFloat32, stream);
+  if (chain_) return chain_->ReduceScatter(input, shards, stripe, stream);
   const size_t count = shards.empty() ? 0 : shards.back().end();
   float* host = Pinned(count);
   GRADAGG_CUDA_CHECK(cudaMemcpyAsync(host, input, count * sizeof(float), cudaMemcpyDeviceToHost, stream));
@@ -234,6 +268,7 @@ void GpuNode::ReduceScatter(const float* input, const std::vector<ElementRange>&
 void GpuNode::AllGather(const float* stripe, const std::vector<ElementRange>& shards, float* output,
                         cudaStream_t stream) {
   if (fullyConnected()) return peers_->AllGather(stripe, shards, output, ElementType::kFloat32, stream);
+  if (chain_) return chain_->AllGather(stripe, shards, output, stream);
   const size_t count = shards.empty() ? 0 : shards.back().end();
   float* host = Pinned(count);
   std::vector<float> hostStripe(shards[localRank()].count);
@@ -248,7 +283,7 @@ void GpuNode::AllGather(const float* stripe, const std::vector<ElementRange>& sh
 void GpuNode::AllReduceThroughHost(const void* input, void* output, size_t count, ElementType type,
                                    cudaStream_t stream) {
   if (type != ElementType::kFloat32)
-    throw UsageError(std::string("a node that is not one fully connected group reduces float32 only, not ") +
+    throw UsageError(std::string("a node whose NVLink groups reduce through host memory sums float32 only, not ") +
                      ToString(type) + " (" + RankAndHost() + ")");
   float* host = Pinned(count);
   GRADAGG_CUDA_CHECK(cudaMemcpyAsync(host, input, count * sizeof(float), cudaMemcpyDeviceToHost, stream));

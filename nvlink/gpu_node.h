@@ -5,8 +5,11 @@
 //   1. every rank names its GPU by PCI bus id; the node all-gathers them and every rank's row of direct access;
 //   2. the ranks split into fully connected groups (nvlink/peer_groups.h);
 //   3. one group (an NVSwitch node): a PeerGroup over all of them, kernels only;
-//      several groups: the allreduce stages through pinned host memory and the node's shared window, so a node
-//      without full peer access still works (slower), with a warning.
+//      several groups of one size: a GroupChain (nvlink/group_chain.h): each group reduces inside itself and the sum
+//      passes from group to group over links between them, peer memory where a pair has it, host memory where not;
+//      otherwise (groups of unequal sizes, no pair across groups with peer access, or forced): the allreduce stages
+//      through pinned host memory and the node's shared window, with a warning.
+// Whatever the layout, the node's sums add the local ranks in rank order: results are bitwise the same.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -20,6 +23,7 @@
 #include "ground/element_type.h"
 #include "mpi_glue/communicator.h"
 #include "nvlink/cuda/peer_group.h"
+#include "nvlink/group_chain.h"
 #include "nvlink/intra_node_phase.h"
 #include "nvlink/peer_groups.h"
 #include "nvlink/shared_window_phase.h"
@@ -29,7 +33,13 @@ namespace gradagg {
 struct GpuNodeConfig {
   nvlink::PeerGroupConfig group;
   int forcedGroupSize = 0;  // GRADAGG_NVLINK_GROUP_SIZE: 0 = from peer access; N = consecutive groups of N
-  int traceLevel = 0;       // >= 1: local rank 0 prints the access matrix and the groups on stderr
+  // GRADAGG_NVLINK_TOPOLOGY (a file, nvlink/peer_groups.h ParsePeerAccess): the access to use, narrowing the measured
+  // one, so that any partially connected node can be laid out on a fully connected machine. Empty: as measured.
+  PeerAccessMatrix accessOverride;
+  // GRADAGG_NVLINK_HOST_BETWEEN_GROUPS=1: several groups reduce through host memory, never forward between groups
+  // (the fallback before group chains; for comparison).
+  bool hostBetweenGroups = false;
+  int traceLevel = 0;  // >= 1: local rank 0 prints the access matrix and the groups on stderr
   // GRADAGG_NVLINK_SHARE_GPUS=1: let several local ranks share a GPU, so the kernels for G ranks can be tested on
   // fewer GPUs. Their kernels then time-slice (they spin on each other's flags): correct, but no measure of speed.
   bool shareGpus = false;
@@ -38,8 +48,9 @@ struct GpuNodeConfig {
 // Defaults overridden by GRADAGG_NVLINK_ONE_SHOT_MAX (bytes), GRADAGG_NVLINK_STAGING (bytes),
 // GRADAGG_NVLINK_TIMEOUT (seconds), GRADAGG_NVLINK_BLOCKS, GRADAGG_NVLINK_INTERLEAVED (0: one slice per block),
 // GRADAGG_NVLINK_ALL_PUSH (1: all-push, 0: owners pull; unset: by group size), GRADAGG_NVLINK_PUSH_CHUNK (bytes),
-// GRADAGG_NVLINK_PEER_ORDER (0, 1, 2: PeerOrder), GRADAGG_NVLINK_GROUP_SIZE, GRADAGG_NVLINK_SHARE_GPUS (tests only) and
-// GRADAGG_TRACE. Throws UsageError for a value that does not parse.
+// GRADAGG_NVLINK_PEER_ORDER (0, 1, 2: PeerOrder), GRADAGG_NVLINK_GROUP_SIZE, GRADAGG_NVLINK_TOPOLOGY,
+// GRADAGG_NVLINK_HOST_BETWEEN_GROUPS, GRADAGG_NVLINK_SHARE_GPUS (tests only) and GRADAGG_TRACE. Throws UsageError for
+// a value that does not parse or a topology file that cannot be read.
 GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config = {});
 
 class GpuNode : public IntraNodePhase {
@@ -69,6 +80,10 @@ class GpuNode : public IntraNodePhase {
   const PeerAccessMatrix& access() const { return access_; }
   const std::vector<std::vector<int>>& groups() const { return groups_; }
   bool fullyConnected() const { return groups_.size() == 1; }
+  // Several groups that forward to each other (else, with several groups, the host path).
+  bool chained() const { return static_cast<bool>(chain_); }
+  // "one NVLink group of 4", "2 NVLink groups of 2, chained over 2 peer-memory links and 0 host links", ...
+  std::string Describe() const;
   const GpuNodeConfig& config() const { return config_; }
   // The node's peer group, when it is one fully connected group (else UsageError): reduce-scatter and all-gather
   // of registered buffers (phases 1 and 3) run there.
@@ -83,13 +98,18 @@ class GpuNode : public IntraNodePhase {
   // Allreduces of at most this many bytes take any buffer, registered or not (the one-shot path; across groups,
   // the host path takes any buffer at every size).
   size_t AnyBufferMaxBytes() const;
+  // Whether every call takes any device buffers, registered or not (a chain of groups and the host path copy into
+  // their own), so that the caller never needs to gather a tensor into a registered one.
+  bool TakesAnyBuffer() const { return !fullyConnected(); }
 
   // Collective over the node: output = sum over local ranks, in local-rank order, of input; stream-ordered when
-  // the node is one group; across groups (float32 only) it synchronises `stream` and stages through host memory.
+  // the node is one group or a chain of groups (save links through host memory, which synchronise `stream`); on
+  // the host path (float32 only) it synchronises `stream` and stages through host memory.
   void AllReduce(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
 
   // Phases 1 and 3 on float32 device buffers (see PeerGroup::ReduceScatter and AllGather), registered when the node
-  // is one group; across groups they stage through host memory and synchronise `stream`.
+  // is one group; a chain of groups takes any buffers; the host path stages through host memory and synchronises
+  // `stream`.
   void ReduceScatter(const float* input, const std::vector<ElementRange>& shards, float* stripe, cudaStream_t stream);
   void AllGather(const float* stripe, const std::vector<ElementRange>& shards, float* output, cudaStream_t stream);
 
@@ -104,7 +124,10 @@ class GpuNode : public IntraNodePhase {
   Communicator node_;
   PeerAccessMatrix access_;
   std::vector<std::vector<int>> groups_;
+  std::string hostWhy_;                          // why several groups take the host path
+  size_t directLinks_ = 0;                       // of the chain, over the whole node
   std::unique_ptr<nvlink::PeerGroup> peers_;     // one group: the whole node
+  std::unique_ptr<GroupChain> chain_;            // several groups, forwarding
   std::unique_ptr<SharedWindowPhase> hostTwin_;  // several groups: the host path
   float* pinned_ = nullptr;
   size_t pinnedElements_ = 0;

@@ -1,5 +1,6 @@
 #include "nvlink/peer_groups.h"
 
+#include <sstream>
 #include <stdexcept>
 
 namespace gradagg {
@@ -37,17 +38,48 @@ std::vector<std::vector<int>> SplitIntoFullyConnectedGroups(const PeerAccessMatr
     return groups;
   }
   for (int rank = 0; rank < ranks; ++rank) {
-    bool placed = false;
-    for (auto& group : groups) {
-      if (ReachesAll(access, rank, group)) {
-        group.push_back(rank);
-        placed = true;
-        break;
-      }
+    if (!groups.empty() && ReachesAll(access, rank, groups.back())) {
+      groups.back().push_back(rank);
+    } else {
+      groups.push_back({rank});
     }
-    if (!placed) groups.push_back({rank});
   }
   return groups;
+}
+
+PeerAccessMatrix ParsePeerAccess(const std::string& text) {
+  PeerAccessMatrix access;
+  std::istringstream lines(text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    line = line.substr(0, line.find('#'));
+    std::istringstream fields(line);
+    std::vector<bool> row;
+    for (std::string field; fields >> field;) {
+      if (field != "1" && field != "0" && field != ".")
+        throw std::invalid_argument("topology line " + std::to_string(number) + ": '" + field + "' is not 1, 0 or .");
+      row.push_back(field == "1");
+    }
+    if (!row.empty()) access.push_back(row);
+  }
+  for (size_t i = 0; i < access.size(); ++i) {
+    if (access[i].size() != access.size())
+      throw std::invalid_argument("topology row " + std::to_string(i) + " has " + std::to_string(access[i].size()) +
+                                  " entries for " + std::to_string(access.size()) + " local ranks");
+    if (!access[i][i]) throw std::invalid_argument("topology row " + std::to_string(i) + " denies a GPU itself");
+  }
+  if (access.empty()) throw std::invalid_argument("the topology names no local rank");
+  return access;
+}
+
+PeerAccessMatrix RestrictPeerAccess(const PeerAccessMatrix& measured, const PeerAccessMatrix& override) {
+  if (override.size() != measured.size())
+    throw std::invalid_argument("the topology has " + std::to_string(override.size()) + " local ranks, the node " +
+                                std::to_string(measured.size()));
+  PeerAccessMatrix access = measured;
+  for (size_t i = 0; i < access.size(); ++i)
+    for (size_t j = 0; j < access[i].size(); ++j) access[i][j] = measured[i][j] && override[i][j];
+  return access;
 }
 
 std::string DescribePeerAccess(const PeerAccessMatrix& access, const std::vector<std::vector<int>>& groups) {

@@ -21,7 +21,6 @@
 #include "aggregator/cross_node_phase.h"
 #include "aggregator/cuda/device_checks.h"
 #include "aggregator/cuda/device_cross_node_backend.h"
-#include "aggregator/cuda/stripe_kernels.h"
 #include "aggregator/device_path.h"
 #include "aggregator/partition.h"
 #include "aggregator/stopwatch.h"
@@ -32,6 +31,7 @@
 #include "mpi_glue/cuda/device_exchange.h"
 #include "mpi_glue/cuda_support.h"
 #include "mpi_glue/mpi_error.h"
+#include "nvlink/cuda/float32_conversion.h"
 #include "nvlink/cuda/ipc_memory.h"
 #include "nvlink/gpu_node.h"
 
@@ -111,11 +111,7 @@ GpuPath::GpuPath(const NodeTopology& topology, const AggregatorOptions& options)
 
 std::string GpuPath::Describe() const {
   std::string text = "GPU " + std::to_string(device_);
-  if (node_) {
-    text += node_->fullyConnected() ? "; node: one NVLink group of " + std::to_string(node_->localRanks())
-                                    : "; node: " + std::to_string(node_->groups().size()) +
-                                          " groups without full peer access, reduced through host memory";
-  }
+  if (node_) text += "; node: " + node_->Describe();
   text += topology_.nodeCount() > 1
               ? std::string("; inter-node transport: ") + cross_->transport() + " (" + transport_.why + ")"
               : "; one node: no inter-node phase";
@@ -162,9 +158,11 @@ float* GpuPath::InPlaceTensor(const std::vector<DeviceGradient>& gradients, size
     data = tensor.type == DataType::kFloat32 ? static_cast<float*>(tensor.data) : nullptr;
   }
   if (tensors != 1) data = nullptr;
-  // No peers: the stripe may be any device memory. One node and a small call: the one-shot allreduce takes any
-  // buffer, and every rank takes it (by size), whatever the others pass.
-  if (!node_ || (!cross_ && elements * sizeof(float) <= node_->AnyBufferMaxBytes())) return data;
+  // No peers, or a node that copies into its own buffers (groups): the stripe may be any device memory. One node and
+  // a small call: the one-shot allreduce takes any buffer, and every rank takes it (by size), whatever the others
+  // pass.
+  if (!node_ || node_->TakesAnyBuffer() || (!cross_ && elements * sizeof(float) <= node_->AnyBufferMaxBytes()))
+    return data;
   // Otherwise peers read and write it: only a buffer registered alike on every rank of the node. The question is
   // collective, asked only once the user has registered something (which every rank did alike).
   if (userBuffers_.empty()) return nullptr;

@@ -1,14 +1,8 @@
 #include "aggregator/cuda/stripe_kernels.h"
-
 #include "ground/cuda/cuda_error.h"
-#include "ground/cuda/element_convert.cuh"
 
 namespace gradagg {
 namespace {
-
-using cuda_detail::FromFloat;
-using cuda_detail::ToFloat;
-using cuda_detail::WithElementType;
 
 constexpr int kThreads = 256;
 constexpr unsigned kMaxBlocks = 8192;  // grid-stride beyond this
@@ -16,18 +10,6 @@ constexpr unsigned kMaxBlocks = 8192;  // grid-stride beyond this
 unsigned BlocksFor(size_t count) {
   const size_t blocks = (count + kThreads - 1) / kThreads;
   return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
-}
-
-template <typename T>
-__global__ void ToFloatKernel(const T* in, size_t count, float* out) {
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count; i += size_t{gridDim.x} * blockDim.x)
-    out[i] = ToFloat(in[i]);
-}
-
-template <typename T>
-__global__ void FromFloatKernel(const float* in, size_t count, T* out) {
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count; i += size_t{gridDim.x} * blockDim.x)
-    out[i] = FromFloat<T>(in[i]);
 }
 
 __global__ void AddIntoKernel(float* sum, const float* values, size_t count) {
@@ -43,32 +25,6 @@ __global__ void FoldResidualKernel(float* values, float* residual, size_t count)
 }
 
 }  // namespace
-
-void ConvertToFloat32(const void* tensor, ElementType type, size_t count, float* out, cudaStream_t stream) {
-  if (count == 0) return;
-  if (type == ElementType::kFloat32) {
-    GRADAGG_CUDA_CHECK(cudaMemcpyAsync(out, tensor, count * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-    return;
-  }
-  WithElementType(type, [&](auto zero) {
-    using T = decltype(zero);
-    ToFloatKernel<<<BlocksFor(count), kThreads, 0, stream>>>(static_cast<const T*>(tensor), count, out);
-  });
-  GRADAGG_CUDA_CHECK_LAUNCH("ToFloatKernel");
-}
-
-void ConvertFromFloat32(const float* values, size_t count, void* tensor, ElementType type, cudaStream_t stream) {
-  if (count == 0) return;
-  if (type == ElementType::kFloat32) {
-    GRADAGG_CUDA_CHECK(cudaMemcpyAsync(tensor, values, count * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-    return;
-  }
-  WithElementType(type, [&](auto zero) {
-    using T = decltype(zero);
-    FromFloatKernel<<<BlocksFor(count), kThreads, 0, stream>>>(values, count, static_cast<T*>(tensor));
-  });
-  GRADAGG_CUDA_CHECK_LAUNCH("FromFloatKernel");
-}
 
 void AddInto(float* sum, const float* values, size_t count, cudaStream_t stream) {
   if (count == 0) return;

@@ -7,11 +7,11 @@
 
 #include "apps/gradagg/run_support.h"
 #include "apps/gradagg/synthetic_gradient.h"
+#include "ground/cuda/cuda_error.h"
+#include "ground/cuda/device_memory.h"
 #include "mpi_glue/agreement.h"
 #include "mpi_glue/communicator.h"
 #include "mpi_glue/cuda_support.h"
-#include "ground/cuda/cuda_error.h"
-#include "ground/cuda/device_memory.h"
 #if GRADAGG_WITH_NCCL
 #include "apps/common/nccl_library.h"
 #endif
@@ -83,8 +83,12 @@ struct DeviceSizeRunner::State {
     GRADAGG_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&host), bytes));
     staging.reset(host);
   }
+  // On the calls' stream and waited for: a plain cudaMemcpy from pageable memory may return before a small copy
+  // (up to 64 KiB) lands, and the non-blocking stream does not wait for the legacy one (seen as stale sums at 64 KiB).
   void Upload(const std::vector<float>& values, void* device) const {
-    GRADAGG_CUDA_CHECK(cudaMemcpy(device, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice));
+    GRADAGG_CUDA_CHECK(
+        cudaMemcpyAsync(device, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
+    GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
   }
   // One call on the first `count` floats of the gradient buffer, cut into the tensors of --tensors.
   void Aggregate(size_t count, GradientHeader* header) {

@@ -1,7 +1,9 @@
 // gradagg_nvlink_benchmark: the single-node allreduce of gradagg's NVLink phase next to ncclAllReduce, in one run,
 // with the same method: out of place, CUDA events around -n calls after -w warm-ups, the time per call is the
 // slowest rank's; every size of both is checked on every element (#wrong). nccl-tests' flags and table.
-//   mpirun -np G gradagg_nvlink_benchmark -b 1K -e 1G -f 2 [-d float|bfloat16|half]
+//   mpirun -np G gradagg_nvlink_benchmark -b 1K -e 1G -f 2 [-d float|bfloat16|half] [--host-fallback]
+// A node of several NVLink groups (real, or forced with GRADAGG_NVLINK_GROUP_SIZE or GRADAGG_NVLINK_TOPOLOGY) runs
+// its chain of groups; --host-fallback adds the same node reducing through host memory instead, in the same run.
 #include <cuda_runtime_api.h>
 #include <mpi.h>
 
@@ -16,9 +18,9 @@
 #include "apps/gradagg/cli_options.h"
 #include "apps/nvlink_benchmark/launch_floor.h"
 #include "apps/nvlink_benchmark/test_pattern.h"
+#include "ground/cuda/cuda_error.h"
 #include "mpi_glue/mpi_error.h"
 #include "nvlink/gpu_node.h"
-#include "ground/cuda/cuda_error.h"
 
 namespace gradagg {
 namespace {
@@ -27,7 +29,7 @@ struct Settings {
   uint64_t minBytes = 1024, maxBytes = 64 << 20, factor = 2;
   int iterations = 50, warmups = 10;
   ElementType type = ElementType::kFloat32;
-  bool nccl = true, check = true, help = false;
+  bool nccl = true, check = true, help = false, hostFallback = false;
 };
 
 bool Parse(int argc, char** argv, Settings& settings, int rank) {
@@ -42,8 +44,9 @@ bool Parse(int argc, char** argv, Settings& settings, int rank) {
                                                                           "timed calls per size (50)")(
       "warmup_iters,w", po::value(&settings.warmups), "untimed calls first (10)")("datatype,d", po::value(&typeText),
                                                                                   "float, bfloat16 or half (float)")(
-      "check,c", po::value<int>()->default_value(1), "check every element (1) or not (0)")("no-nccl",
-                                                                                           "leave out the NCCL rows");
+      "check,c", po::value<int>()->default_value(1), "check every element (1) or not (0)")(
+      "no-nccl", "leave out the NCCL rows")("host-fallback",
+                                            "also time the node's groups reducing through host memory (float only)");
   po::variables_map values;
   std::string error;
   try {
@@ -76,6 +79,11 @@ bool Parse(int argc, char** argv, Settings& settings, int rank) {
   settings.maxBytes = *max;
   settings.nccl = values.count("no-nccl") == 0;
   settings.check = values["check"].as<int>() != 0;
+  settings.hostFallback = values.count("host-fallback") > 0;
+  if (settings.hostFallback && settings.type != ElementType::kFloat32) {
+    if (rank == 0) std::cerr << "gradagg_nvlink_benchmark: --host-fallback sums float only\n";
+    return false;
+  }
   return true;
 }
 
@@ -116,8 +124,15 @@ int Run(const Settings& settings) {
   cudaStream_t stream;
   GRADAGG_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
-  GpuNode node(MPI_COMM_WORLD, GpuNodeConfigFromEnvironment());
-  if (!node.fullyConnected() && rank == 0) std::cout << "# the node is not one fully connected group\n";
+  const GpuNodeConfig config = GpuNodeConfigFromEnvironment();
+  GpuNode node(MPI_COMM_WORLD, config);
+  // The same node reducing through host memory, as every multi-group node did before the chain.
+  std::unique_ptr<GpuNode> host;
+  if (settings.hostFallback && !node.fullyConnected()) {
+    GpuNodeConfig hostConfig = config;
+    hostConfig.hostBetweenGroups = true;
+    host = std::make_unique<GpuNode>(MPI_COMM_WORLD, hostConfig);
+  }
   std::string why;
   std::unique_ptr<NcclLibrary> nccl;
   if (settings.nccl) {
@@ -136,14 +151,18 @@ int Run(const Settings& settings) {
   node.Register(output, maxCount * elementBytes);
 
   if (rank == 0) {
-    std::printf("# gradagg_nvlink_benchmark: %d ranks, %s, one-shot up to %zu bytes, %d iterations, %d warm-ups\n",
-                ranks, ToString(settings.type), node.peers().config().oneShotMaxBytes, settings.iterations,
-                settings.warmups);
+    std::printf("# gradagg_nvlink_benchmark: %d ranks, %s, %d iterations, %d warm-ups\n", ranks,
+                ToString(settings.type), settings.iterations, settings.warmups);
+    std::printf("# node: %s", node.Describe().c_str());
+    if (node.fullyConnected()) std::printf(", one-shot up to %zu bytes", node.peers().config().oneShotMaxBytes);
+    std::printf("\n");
+    if (host) std::printf("# host: the same node through host memory; vs_host = host time / gradagg time\n");
     std::printf("# NCCL: %s\n", nccl ? ("libnccl " + nccl->version() + ", NCCL_NVLS_ENABLE=0").c_str()
                                      : (settings.nccl ? why.c_str() : "left out (--no-nccl)"));
     std::printf("# busbw = algbw * 2(n-1)/n; speedup = NCCL time / gradagg time\n");
-    std::printf("#%11s %12s %9s  %10s %7s %7s %6s  %10s %7s %7s %6s  %7s\n", "size", "count", "type", "gradagg_us",
+    std::printf("#%11s %12s %9s  %10s %7s %7s %6s  %10s %7s %7s %6s  %7s", "size", "count", "type", "gradagg_us",
                 "algbw", "busbw", "#wrong", "nccl_us", "algbw", "busbw", "#wrong", "speedup");
+    std::printf(host ? "  %10s %6s %7s\n" : "\n", "host_us", "#wrong", "vs_host");
   }
   size_t totalWrong = 0;
   int faster = 0, compared = 0;
@@ -170,17 +189,27 @@ int Run(const Settings& settings) {
       nccl->AllReduce(input, output, count, settings.type, stream);
       ncclWrong = settings.check ? SumOverRanks(CountWrong(output, count, settings.type, ranks, seed, stream)) : 0;
     }
-    totalWrong += wrong;
+    double hostTime = 0;
+    size_t hostWrong = 0;
+    if (host) {
+      hostTime = TimeCalls(settings, stream, [&] { host->AllReduce(input, output, count, settings.type, stream); });
+      GRADAGG_CUDA_CHECK(cudaMemsetAsync(output, 0xff, count * elementBytes, stream));
+      host->AllReduce(input, output, count, settings.type, stream);
+      hostWrong = settings.check ? SumOverRanks(CountWrong(output, count, settings.type, ranks, seed, stream)) : 0;
+    }
+    totalWrong += wrong + hostWrong;
     const double actual = static_cast<double>(count * elementBytes);
     if (rank == 0) {
       std::printf("%12llu %12zu %9s  %10.2f %7.1f %7.1f %6zu", static_cast<unsigned long long>(count * elementBytes),
                   count, ToString(settings.type), ours, actual / ours / 1e3, actual / ours / 1e3 * busFactor, wrong);
       if (nccl) {
-        std::printf("  %10.2f %7.1f %7.1f %6zu  %7.2f\n", theirs, actual / theirs / 1e3,
+        std::printf("  %10.2f %7.1f %7.1f %6zu  %7.2f", theirs, actual / theirs / 1e3,
                     actual / theirs / 1e3 * busFactor, ncclWrong, theirs / ours);
       } else {
-        std::printf("  %10s %7s %7s %6s  %7s\n", "-", "-", "-", "-", "-");
+        std::printf("  %10s %7s %7s %6s  %7s", "-", "-", "-", "-", "-");
       }
+      if (host) std::printf("  %10.2f %6zu %7.2f", hostTime, hostWrong, hostTime / ours);
+      std::printf("\n");
     }
     if (nccl) {
       ++compared;
@@ -194,6 +223,7 @@ int Run(const Settings& settings) {
   GRADAGG_CUDA_CHECK(cudaFree(input));
   GRADAGG_CUDA_CHECK(cudaFree(output));
   nccl.reset();
+  host.reset();
   GRADAGG_CUDA_CHECK(cudaStreamDestroy(stream));
   if (rank == 0) {
     std::printf("# launch floor: %.2f us per call (an empty kernel, timed the same way)\n", launchFloor);

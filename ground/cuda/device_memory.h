@@ -35,6 +35,12 @@ class DeviceBuffer {
   }
   void* get() const { return memory_.get(); }
   size_t bytes() const { return bytes_; }
+  // Gives the memory up without freeing it: for memory that another process may still map (CUDA IPC), when that
+  // process is out of step and will not say when it is done.
+  void Leak() noexcept {
+    memory_.release();
+    bytes_ = 0;
+  }
 
   // A device copy of `host` (synchronous).
   template <typename T>

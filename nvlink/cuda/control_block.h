@@ -39,6 +39,7 @@ struct BarrierStatus {
   uint64_t call;  // the call's number
   uint64_t mine;  // signatures, for kMismatch
   uint64_t theirs;
+  uint64_t timeNs;  // the GPU's global timer when it was seen: which of several groups failed first
 };
 
 // Barrier epochs of call n: n * kBarriersPerCall + k for barrier k.

@@ -44,6 +44,7 @@ __device__ inline void RecordFailure(const BarrierContext& context, BarrierFailu
   status->call = context.call;
   status->mine = context.signature;
   status->theirs = theirs;
+  status->timeNs = GlobalTimerNs();
   __threadfence_system();
   status->failure = static_cast<int>(failure);
   __threadfence_system();

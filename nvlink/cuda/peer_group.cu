@@ -219,6 +219,13 @@ void PeerGroup::ThrowIfFailed() const {
   throw PeerGroupError(who + " called with another size, type, offset or operation" + where);
 }
 
+uint64_t PeerGroup::FailedAtNs() const {
+  const volatile BarrierStatus* status = status_.get();
+  if (status->failure == static_cast<int>(BarrierFailure::kNone)) return 0;
+  const uint64_t seen = status->timeNs;  // a plain copy: std::max cannot bind the volatile field
+  return std::max<uint64_t>(seen, 1);
+}
+
 void PeerGroup::StartCall(uint64_t signature) {
   ThrowIfFailed();
   ++calls_;
@@ -284,9 +291,12 @@ size_t LargestShard(const std::vector<ElementRange>& shards) {
 }  // namespace
 
 void PeerGroup::ReduceScatter(const void* input, const std::vector<ElementRange>& shards, void* stripe,
-                              ElementType type, cudaStream_t stream) {
+                              ElementType type, cudaStream_t stream, const float* carry) {
   DeviceGuard guard(device_);
   if (static_cast<int>(shards.size()) != ranks()) throw UsageError("reduce-scatter needs one shard per local rank");
+  if (carry != nullptr && type != ElementType::kFloat32)
+    throw UsageError(std::string("a reduce-scatter with a carry sums float32 only, not ") + ToString(type) + " (" +
+                     names_[rank_] + ")");
   const size_t elementBytes = ElementBytes(type);
   const ElementRange shard = shards[rank_];
   TwoShotCall call{Locate(input, shards.back().end() * elementBytes, "the reduce-scatter input"),
@@ -296,9 +306,15 @@ void PeerGroup::ReduceScatter(const void* input, const std::vector<ElementRange>
                    0,
                    shard.begin,
                    true,
-                   false};
-  StartCall(Mix(Mix(Mix(4, static_cast<uint64_t>(type)), shards.back().end()), call.input.offset));
-  Reduce(call, shards, type, stream);
+                   false,
+                   carry};
+  StartCall(Mix(Mix(Mix(Mix(4, static_cast<uint64_t>(type)), shards.back().end()), call.input.offset),
+                carry != nullptr ? 1 : 0));
+  if (carry != nullptr) {
+    LaunchTwoShot(call, type, stream);
+  } else {
+    Reduce(call, shards, type, stream);
+  }
 }
 
 void PeerGroup::AllGather(const void* stripe, const std::vector<ElementRange>& shards, void* output, ElementType type,

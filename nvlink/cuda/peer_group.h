@@ -96,9 +96,11 @@ class PeerGroup {
   // output[i] = input_0[i] + input_1[i] + ... + input_{G-1}[i] in float32, in local-rank order; in place allowed.
   void AllReduce(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
   // `shards` (one per local rank, the same on every rank) cut the input; this rank's stripe receives the sum, as
-  // above, of its shard. Both buffers registered.
+  // above, of its shard. Both buffers registered. With a `carry` (float32 only; this rank's own memory, shard-sized,
+  // may be the stripe itself; every rank passes one or none), the stripe is carry + input_0 + ... + input_{G-1} in
+  // that order: the running sum of ranks before this group goes on through it (always pulled, never all-push).
   void ReduceScatter(const void* input, const std::vector<ElementRange>& shards, void* stripe, ElementType type,
-                     cudaStream_t stream);
+                     cudaStream_t stream, const float* carry = nullptr);
   // Every rank's stripe lands at its shard of `output` on every rank. Both buffers registered.
   void AllGather(const void* stripe, const std::vector<ElementRange>& shards, void* output, ElementType type,
                  cudaStream_t stream);
@@ -109,6 +111,8 @@ class PeerGroup {
   // Throws PeerGroupError naming the peer if a barrier of an earlier call failed (a peer never arrived, or called with
   // another size or operation). Reads host memory only: synchronise the stream first to cover the last call.
   void ThrowIfFailed() const;
+  // When (the GPU's global timer, ns) a barrier of an earlier call failed; 0: none has. Reads host memory only.
+  uint64_t FailedAtNs() const;
 
  private:
   struct Registration {
@@ -142,6 +146,7 @@ class PeerGroup {
     size_t outputShift;
     bool reduce;
     bool pushToAll;
+    const float* carry = nullptr;  // reduce-scatter only: see ReduceScatter
   };
   // A reducing two-shot call: all-push where it can, else pulled.
   void Reduce(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type, cudaStream_t stream);

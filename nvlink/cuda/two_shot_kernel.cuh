@@ -1,6 +1,7 @@
 // Two-shot kernels, the bandwidth path: every rank works only on its own shard, reading peers' registered buffers
 // directly with 16-byte loads and writing into them with 16-byte stores. Three operations share one kernel:
 //   reduce-scatter (kReduce, own output):  my stripe[i] = sum over ranks of input_p[shard + i]
+//                                          (with a carry, float32: carry[i] + that sum, the carry the first term)
 //   all-gather     (copy,    all outputs): output_p[shard + i] = my stripe[i] for every rank p
 //   allreduce      (kReduce, all outputs): output_p[i] = sum over ranks of input_p[i], i in my shard
 //
@@ -12,6 +13,8 @@
 // Which part of a shard block b takes is the same function of b on every rank, so per-block barriers suffice; no
 // grid-wide sync is needed.
 #pragma once
+
+#include <type_traits>
 
 #include "nvlink/cuda/peer_barrier.cuh"
 #include "nvlink/cuda/peer_order.h"
@@ -26,9 +29,12 @@ struct TwoShotArgs {
   size_t shardCount;
   size_t inputShift;   // input index = full index - inputShift (all-gather reads a stripe)
   size_t outputShift;  // output index = full index - outputShift (reduce-scatter writes a stripe)
-  bool vector;         // every pointer used is 16-byte aligned at the shard's start
-  bool interleaved;    // blocks take interleaved chunks of the shard instead of one slice each
-  PeerOrder order;     // in which order a block stores to every rank's output
+  // Reduce-scatter of float32 only, or null: this rank's running sum of its shard over the ranks before the group
+  // (indexed like the output, may be the output), added first. How a sum passes from group to group in rank order.
+  const float* carry;
+  bool vector;       // every pointer used is 16-byte aligned at the shard's start
+  bool interleaved;  // blocks take interleaved chunks of the shard instead of one slice each
+  PeerOrder order;   // in which order a block stores to every rank's output
   BarrierContext barrier;
 };
 
@@ -45,15 +51,22 @@ __device__ inline uint4 ReduceVector(const TwoShotArgs& args, int ranks, size_t 
   constexpr int kE = Vector<T>::kElements;
   if constexpr (kReduce) {
     float acc[kE];
+    bool fresh = true;  // no carry: the first rank's term is assigned
+    if constexpr (std::is_same_v<T, float>) {
+      if (args.carry != nullptr) {
+        Accumulate<float>(acc, LoadVector(args.carry + (i - args.outputShift)), true);
+        fresh = false;
+      }
+    }
     if constexpr (kRanks > 0) {
       uint4 in[kRanks];
 #pragma unroll
       for (int p = 0; p < kRanks; ++p) in[p] = LoadVector(static_cast<const T*>(args.peerInput[p]) + i);
 #pragma unroll
-      for (int p = 0; p < kRanks; ++p) Accumulate<T>(acc, in[p], p == 0);
+      for (int p = 0; p < kRanks; ++p) Accumulate<T>(acc, in[p], fresh && p == 0);
     } else {
       for (int p = 0; p < ranks; ++p)
-        Accumulate<T>(acc, LoadVector(static_cast<const T*>(args.peerInput[p]) + i), p == 0);
+        Accumulate<T>(acc, LoadVector(static_cast<const T*>(args.peerInput[p]) + i), fresh && p == 0);
     }
     return Round<T>(acc);
   } else {
@@ -105,9 +118,16 @@ __global__ void __launch_bounds__(512) TwoShotKernel(TwoShotArgs args) {
     T v;
     if constexpr (kReduce) {
       float acc = 0.0f;
+      bool fresh = true;
+      if constexpr (std::is_same_v<T, float>) {
+        if (args.carry != nullptr) {
+          acc = LoadScalar(args.carry + (i - args.outputShift));
+          fresh = false;
+        }
+      }
       for (int p = 0; p < ranks; ++p) {
         const float x = ToFloat(LoadScalar(static_cast<const T*>(args.peerInput[p]) + i));
-        acc = p == 0 ? x : __fadd_rn(acc, x);
+        acc = fresh && p == 0 ? x : __fadd_rn(acc, x);
       }
       v = FromFloat<T>(acc);
     } else {

@@ -49,6 +49,8 @@ void PeerGroup::LaunchTwoShot(const TwoShotCall& call, ElementType type, cudaStr
   args.shardCount = call.shard.count;
   args.inputShift = call.inputShift;
   args.outputShift = call.outputShift;
+  args.carry = call.carry;
+  if (call.carry != nullptr) vector = vector && Aligned16(call.carry);
   args.vector = vector;
   args.interleaved = config_.interleaved;
   args.order = config_.peerOrder;

@@ -4,6 +4,7 @@
 // registrations throw on every rank. Skips itself (on every rank alike) without one GPU per rank.
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,14 @@ constexpr size_t kLarge = size_t{1} << 20;
 
 class RegisteredBuffer : public DeviceAggregation {
  protected:
-  // Whether a large call on a tensor that is not registered alike still runs in place: only without peers.
-  static bool InPlaceUnregistered(const Aggregator& aggregator) { return aggregator.ranksPerNode() == 1; }
+  // Whether a large call on a tensor that is not registered alike still runs in place: only without peers, or on a
+  // node of several NVLink groups (GRADAGG_NVLINK_GROUP_SIZE below the ranks per node), which copies into buffers
+  // of its own.
+  static bool InPlaceUnregistered(const Aggregator& aggregator) {
+    const char* size = std::getenv("GRADAGG_NVLINK_GROUP_SIZE");
+    const int forced = size != nullptr ? std::atoi(size) : 0;
+    return aggregator.ranksPerNode() == 1 || (forced > 0 && forced < aggregator.ranksPerNode());
+  }
   // Whether a large call runs in place when only the last rank's tensor lies elsewhere: the node decides, so the
   // other nodes (ranks are laid out node by node) still run in place.
   static bool InPlaceUnlessOnTheLastRanksNode(const Aggregator& aggregator) {

@@ -39,14 +39,48 @@ TEST(PeerGroups, OneWayAccessIsNoAccess) {
   EXPECT_EQ(groups[1], (std::vector<int>{2}));
 }
 
-TEST(PeerGroups, InterleavedIslandsKeepRankOrderInsideGroups) {
+// Groups are runs of consecutive ranks, so the node's sum can pass from group to group in local-rank order:
+// islands that interleave become groups of one.
+TEST(PeerGroups, InterleavedIslandsBecomeGroupsOfOne) {
   PeerAccessMatrix access(4, std::vector<bool>(4, false));
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 4; ++j) access[i][j] = (i % 2) == (j % 2);
   const auto groups = SplitIntoFullyConnectedGroups(access, 0);
-  ASSERT_EQ(groups.size(), 2u);
-  EXPECT_EQ(groups[0], (std::vector<int>{0, 2}));
-  EXPECT_EQ(groups[1], (std::vector<int>{1, 3}));
+  ASSERT_EQ(groups.size(), 4u);
+  for (int g = 0; g < 4; ++g) EXPECT_EQ(groups[g], (std::vector<int>{g}));
+}
+
+TEST(PeerGroups, ARankThatMissesTheGroupBeforeStartsANewOneEvenIfAnEarlierGroupFits) {
+  PeerAccessMatrix access = AllConnected(3);
+  access[1][2] = access[2][1] = false;  // 2 reaches 0 but not 1
+  access[0][1] = access[1][0] = false;  // 0 and 1 apart too: {0} {1} {2}, never {0,2} {1}
+  const auto groups = SplitIntoFullyConnectedGroups(access, 0);
+  ASSERT_EQ(groups.size(), 3u);
+  EXPECT_EQ(groups[2], (std::vector<int>{2}));
+}
+
+TEST(PeerGroups, TopologyTextParsesAndNarrowsTheMeasuredMatrix) {
+  const PeerAccessMatrix file = ParsePeerAccess("# two pairs\n1 1 0 .\n1 1 0 0\n0 0 1 1  # bridge\n\n0 0 1 1\n");
+  ASSERT_EQ(file.size(), 4u);
+  EXPECT_TRUE(file[0][1]);
+  EXPECT_FALSE(file[0][3]);
+  const PeerAccessMatrix access = RestrictPeerAccess(AllConnected(4), file);
+  EXPECT_EQ(SplitIntoFullyConnectedGroups(access, 0), (std::vector<std::vector<int>>{{0, 1}, {2, 3}}));
+  // A file cannot grant what the GPUs lack.
+  EXPECT_EQ(RestrictPeerAccess(TwoQuads(), AllConnected(8)), TwoQuads());
+}
+
+TEST(PeerGroups, BadTopologyTextIsRefusedWithItsLine) {
+  try {
+    ParsePeerAccess("1 1\n1 x\n");
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("line 2"), std::string::npos) << error.what();
+  }
+  EXPECT_THROW(ParsePeerAccess("1 1\n1\n"), std::invalid_argument);     // not square
+  EXPECT_THROW(ParsePeerAccess("1 1\n1 0\n"), std::invalid_argument);   // a GPU denied itself
+  EXPECT_THROW(ParsePeerAccess("# nothing\n"), std::invalid_argument);  // no rank
+  EXPECT_THROW(RestrictPeerAccess(AllConnected(2), AllConnected(3)), std::invalid_argument);
 }
 
 TEST(PeerGroups, ForcedGroupSizeSplitsConsecutiveRanks) {

@@ -172,31 +172,27 @@ int Run(const Settings& settings) {
     const size_t count = bytes / elementBytes;
     if (count == 0) continue;
     FillPattern(input, count, settings.type, rank, ++seed, stream);
-    const double ours =
-        TimeCalls(settings, stream, [&] { node.AllReduce(input, output, count, settings.type, stream); });
-    GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
-    node.ThrowIfFailed();
-    GRADAGG_CUDA_CHECK(cudaMemsetAsync(output, 0xff, count * elementBytes, stream));  // poison, then one call
-    node.AllReduce(input, output, count, settings.type, stream);
-    const size_t wrong =
-        settings.check ? SumOverRanks(CountWrong(output, count, settings.type, ranks, seed, stream)) : 0;
-    node.ThrowIfFailed();
-    double theirs = 0;
-    size_t ncclWrong = 0;
-    if (nccl) {
-      theirs = TimeCalls(settings, stream, [&] { nccl->AllReduce(input, output, count, settings.type, stream); });
+    // One allreduce timed over the calls, then once more into a poisoned output and checked on every element.
+    const auto timeAndCheck = [&](auto allReduce, size_t& wrong) {
+      const double time = TimeCalls(settings, stream, [&] { allReduce(input, output, count, settings.type, stream); });
+      GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+      node.ThrowIfFailed();
       GRADAGG_CUDA_CHECK(cudaMemsetAsync(output, 0xff, count * elementBytes, stream));
-      nccl->AllReduce(input, output, count, settings.type, stream);
-      ncclWrong = settings.check ? SumOverRanks(CountWrong(output, count, settings.type, ranks, seed, stream)) : 0;
-    }
-    double hostTime = 0;
-    size_t hostWrong = 0;
-    if (host) {
-      hostTime = TimeCalls(settings, stream, [&] { host->AllReduce(input, output, count, settings.type, stream); });
-      GRADAGG_CUDA_CHECK(cudaMemsetAsync(output, 0xff, count * elementBytes, stream));
-      host->AllReduce(input, output, count, settings.type, stream);
-      hostWrong = settings.check ? SumOverRanks(CountWrong(output, count, settings.type, ranks, seed, stream)) : 0;
-    }
+      allReduce(input, output, count, settings.type, stream);
+      wrong = settings.check ? SumOverRanks(CountWrong(output, count, settings.type, ranks, seed, stream)) : 0;
+      return time;
+    };
+    const auto through = [](auto& reducer) {
+      return [&reducer](const void* in, void* out, size_t n, ElementType type, cudaStream_t s) {
+        reducer.AllReduce(in, out, n, type, s);
+      };
+    };
+    size_t wrong = 0, ncclWrong = 0, hostWrong = 0;
+    const double ours = timeAndCheck(through(node), wrong);
+    node.ThrowIfFailed();
+    const double theirs = nccl ? timeAndCheck(through(*nccl), ncclWrong) : 0.0;
+    const double hostTime = host ? timeAndCheck(through(*host), hostWrong) : 0.0;
+    if (host) host->ThrowIfFailed();
     totalWrong += wrong + hostWrong;
     const double actual = static_cast<double>(count * elementBytes);
     if (rank == 0) {

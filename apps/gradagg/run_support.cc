@@ -2,19 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "aggregator/serial_simulation.h"
+#include "apps/gradagg/differences.h"
 #include "apps/gradagg/synthetic_gradient.h"
 
 namespace gradagg::cli {
 namespace {
-
-uint32_t BitsOf(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return bits;
-}
 
 uint64_t Fnv1a(const float* values, size_t count) {
   uint64_t hash = 0xcbf29ce484222325ULL;
@@ -63,12 +59,17 @@ GradientHeader CheckHeader(int rank) {
   return header;
 }
 
-void JudgeStep(MPI_Comm world, const std::vector<float>& result, const std::vector<float>& expected,
+void JudgeStep(MPI_Comm world, int step, const std::vector<float>& result, const std::vector<float>& expected,
                const GradientHeader& header, uint64_t& wrong, int& bad) {
-  int ranks = 1;
+  int ranks = 1, rank = 0;
   GRADAGG_MPI_CHECK(MPI_Comm_size(world, &ranks));
+  GRADAGG_MPI_CHECK(MPI_Comm_rank(world, &rank));
   const auto size = static_cast<uint64_t>(ranks);
-  for (size_t i = 0; i < expected.size(); ++i) wrong += BitsOf(expected[i]) != BitsOf(result[i]) ? 1 : 0;
+  const Differences differences = CompareBitwise(result, expected);
+  wrong += differences.count;
+  if (differences.count > 0)
+    std::fprintf(stderr, "gradagg: check: rank %d, step %d: %s from the serial simulation\n", rank, step,
+                 differences.description.c_str());
   const uint64_t hash = Fnv1a(result.data(), result.size());
   std::vector<uint64_t> hashes(size);
   GRADAGG_MPI_CHECK(MPI_Allgather(&hash, 1, MPI_UINT64_T, hashes.data(), 1, MPI_UINT64_T, world));
@@ -110,8 +111,8 @@ void CheckAgainstSimulation(Aggregator& aggregator, const NodeTopology& topology
     const std::vector<std::vector<float>> inputs = AllGatherInputs(world, gradient);
     GradientHeader header = CheckHeader(rank);
     aggregateInPlace(gradient, &header);
-    JudgeStep(world, gradient, simulation.Run(inputs, {}, TensorLengths(cli.tensors, result.count)), header, wrong,
-              bad);
+    JudgeStep(world, step, gradient, simulation.Run(inputs, {}, TensorLengths(cli.tensors, result.count)), header,
+              wrong, bad);
     if (step == 0) result.relativeError = RelativeError(gradient, inputs);
   }
   SetVerdict(world, wrong, bad, result);

@@ -46,8 +46,11 @@ class DeviceBuffer {
   template <typename T>
   static DeviceBuffer From(const std::vector<T>& host) {
     DeviceBuffer buffer(host.size() * sizeof(T));
-    if (!host.empty())
-      GRADAGG_CUDA_CHECK(cudaMemcpy(buffer.get(), host.data(), buffer.bytes(), cudaMemcpyHostToDevice));
+    if (host.empty()) return buffer;
+    GRADAGG_CUDA_CHECK(cudaMemcpy(buffer.get(), host.data(), buffer.bytes(), cudaMemcpyHostToDevice));
+    // A copy from pageable memory may return before it lands (CUDA stages it), and work on a non-blocking stream
+    // does not wait for the legacy stream it went on: wait for it here.
+    GRADAGG_CUDA_CHECK(cudaDeviceSynchronize());
     return buffer;
   }
   // The first `count` elements, copied back (synchronous).

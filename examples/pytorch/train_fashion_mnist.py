@@ -29,6 +29,10 @@ def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mode", choices=["allreduce", "gradagg"], default="gradagg")
     parser.add_argument("--bits", type=int, default=1, help="gradagg: bits per element across nodes (1, 2, 4, 8, 32)")
+    parser.add_argument("--full-precision-steps", type=int, default=0,
+                        help="gradagg: steps sent in float32 before --bits takes over (a warm-up)")
+    parser.add_argument("--mean-threshold", action="store_true",
+                        help="gradagg: the 1-bit threshold at each bucket's mean instead of zero")
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--batch", type=int, default=64, help="samples per rank per step")
     parser.add_argument("--lr", type=float, default=0.05)
@@ -38,8 +42,9 @@ def parse_args():
     parser.add_argument("--backend", default=None, help="torch.distributed backend (default nccl on GPUs, else gloo)")
     parser.add_argument("--csv", default=None, help="append rank 0's per-epoch rows to this CSV file")
     args = parser.parse_args()
-    if args.epochs < 1 or args.batch < 1 or args.lr <= 0 or not 0 <= args.momentum < 1:
-        parser.error("--epochs and --batch must be positive, --lr > 0, --momentum in [0, 1)")
+    if args.epochs < 1 or args.batch < 1 or args.lr <= 0 or not 0 <= args.momentum < 1 or args.full_precision_steps < 0:
+        parser.error("--epochs and --batch must be positive, --lr > 0, --momentum in [0, 1), "
+                     "--full-precision-steps >= 0")
     return args
 
 
@@ -86,7 +91,9 @@ def main():
     model = torch.nn.parallel.DistributedDataParallel(Net().to(device))
     lr = args.lr * size * args.batch / 64
     if args.mode == "gradagg":  # the two lines: gradagg exchanges the gradients, with the momentum inside
-        state = gradagg.torch.GradaggState(bits=args.bits, momentum=args.momentum)
+        state = gradagg.torch.GradaggState(bits=args.bits, momentum=args.momentum,
+                                           full_precision_steps=args.full_precision_steps,
+                                           mean_threshold=args.mean_threshold)
         model.register_comm_hook(state, gradagg.torch.comm_hook)
         optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     else:
@@ -95,6 +102,10 @@ def main():
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.epochs * steps_per_epoch)
     generator = torch.Generator().manual_seed(args.seed * 1000 + rank)
     label = f"{args.mode}" + (f" {args.bits} bit" if args.mode == "gradagg" else "")
+    if args.mode == "gradagg" and args.full_precision_steps:
+        label += f" after {args.full_precision_steps} float32 steps"
+    if args.mode == "gradagg" and args.mean_threshold:
+        label += ", mean threshold"
     for epoch in range(1, args.epochs + 1):
         model.train()
         order = torch.randperm(len(train_x), generator=generator).to(device)

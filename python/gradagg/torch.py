@@ -18,6 +18,9 @@ beta * m + g to gradagg, and the average that comes back is the new momentum m, 
 returns in place of the gradient. Use the optimizer without momentum then. At 1 bit this is what trains as well as
 float32; momentum applied after a 1-bit aggregation diverges.
 
+full_precision_steps > 0 sends each bucket's first that many calls in float32 (a warm-up, as 1-bit Adam has), then
+switches to the options' bit width.
+
 A bucket whose input holds a NaN or Inf (an AMP loss-scale overflow) comes back non-finite on every rank, so the
 GradScaler skips the step; the momentum is left as it was.
 """
@@ -53,22 +56,34 @@ class GradaggState:
     """The hook's state: gradagg options (keyword arguments, as gradagg.Aggregator takes them), the momentum, and one
     Aggregator and momentum buffer per DDP bucket."""
 
-    def __init__(self, momentum=0.0, comm=None, **options):
+    def __init__(self, momentum=0.0, comm=None, full_precision_steps=0, **options):
         if not 0.0 <= momentum < 1.0:
             raise ValueError(f"gradagg.torch: momentum must be in [0, 1), not {momentum}")
+        if full_precision_steps < 0:
+            raise ValueError(f"gradagg.torch: full_precision_steps must be >= 0, not {full_precision_steps}")
         self.momentum = momentum
         self.comm = comm
+        self.full_precision_steps = full_precision_steps
         self.options = options
         self.aggregators = {}
         self.momenta = {}
+        self.calls = {}
         self.world_size = None
         self._queue = queue.Queue()
         self._waiter = threading.Thread(target=self._complete, daemon=True, name="gradagg-hook")
         self._waiter.start()
 
     def aggregator(self, key):
+        """The bucket's Aggregator for this call: float32 for its first full_precision_steps calls, then the
+        options' (whose carried error starts fresh there)."""
+        calls = self.calls[key] = self.calls.get(key, 0) + 1
+        if calls <= self.full_precision_steps:
+            key, options = key + ("float32",), dict(self.options, bits=32)
+        else:
+            options = self.options
+            self.aggregators.pop(key + ("float32",), None)  # its warm-up is over
         if key not in self.aggregators:  # collective: DDP hands buckets over in the same order on every rank
-            self.aggregators[key] = gradagg.Aggregator(comm=self.comm, **self.options)
+            self.aggregators[key] = gradagg.Aggregator(comm=self.comm, **options)
             self.world_size = self.aggregators[key].size
         return self.aggregators[key]
 

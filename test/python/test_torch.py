@@ -1,10 +1,12 @@
-"""The Python package with PyTorch, under mpirun on the GPU machine (prints SKIPPED and exits 0 without PyTorch):
+"""The Python package with PyTorch, under mpirun: in CTest on CPU ranks (Debian's python3-torch), and on the GPU machine
+(prints SKIPPED and exits 0 without PyTorch):
 
   1. tensors: CPU float32 and CUDA float32 / bfloat16 sums at 32 bits on one node are exact (bf16 rounded once);
   2. the DDP hook: over 3 steps, each bucket's averaged result is bitwise what a gradagg Aggregator of its own gives
      on the same bucket input, one tensor per parameter (so every bucket keeps its own carried error and every
      parameter its own quantization buckets), with momentum 0 and 0.9 (then the hook's
-     output is the aggregated momentum, beta * m + g averaged);
+     output is the aggregated momentum, beta * m + g averaged); with a float32 warm-up (full_precision_steps), a
+     float32 Aggregator's for the first steps, then a fresh 1-bit one's;
   3. an overflow (an Inf in one rank's gradients, as AMP's loss scaling makes): every rank gets non-finite
      gradients back, so the GradScaler skips the step, the momentum keeps its value, and the next step is finite.
 
@@ -48,11 +50,11 @@ def check_tensors(rank, size, device):
             assert torch.equal(bf16, torch.full_like(bf16, 0.25 * size * (size + 1))), bf16[:4]
 
 
-def check_hook(rank, size, device, momentum):
+def check_hook(rank, size, device, momentum, full_precision_steps=0, steps=3):
     torch.manual_seed(0)  # the same initial model everywhere (DDP broadcasts rank 0's anyway)
     model = torch.nn.Sequential(torch.nn.Linear(64, 300), torch.nn.ReLU(), torch.nn.Linear(300, 10)).to(device)
     ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.05)  # several buckets
-    state = gradagg.torch.GradaggState(bits=1, momentum=momentum)
+    state = gradagg.torch.GradaggState(bits=1, momentum=momentum, full_precision_steps=full_precision_steps)
     seen = []
 
     def capturing_hook(hook_state, bucket):
@@ -63,30 +65,38 @@ def check_hook(rank, size, device, momentum):
         return future.then(lambda f: seen.append((bucket.index(), before, sizes, f.value().clone())) or f.value())
 
     ddp.register_comm_hook(state, capturing_hook)
-    references, momenta = {}, {}
+    references, momenta, calls = {}, {}, {}
     generator = torch.Generator().manual_seed(1000 + rank)
-    for step in range(3):
+    for step in range(steps):
         seen.clear()
         ddp.zero_grad()
         inputs = torch.randn(32, 64, generator=generator).to(device)
         ddp(inputs).square().mean().backward()
         assert seen, "the hook never ran"
         for index, before, sizes, after in seen:
-            key = (index, before.numel())
+            bucket_key = (index, before.numel())
+            calls[bucket_key] = calls.get(bucket_key, 0) + 1
+            bits = 32 if calls[bucket_key] <= full_precision_steps else 1  # the warm-up, then a fresh 1-bit one
+            key = bucket_key + (bits,)
             if key not in references:
-                references[key] = gradagg.Aggregator(bits=1)
-                momenta[key] = torch.zeros_like(before)
+                references[key] = gradagg.Aggregator(bits=bits)
+            if bucket_key not in momenta:
+                momenta[bucket_key] = torch.zeros_like(before)
             reference = before.clone()
             if momentum > 0.0:
-                reference.add_(momenta[key], alpha=momentum)
+                reference.add_(momenta[bucket_key], alpha=momentum)
             references[key].aggregate(list(reference.split(sizes)))  # one tensor per parameter, as the hook
             reference.div_(size)
             if momentum > 0.0:
-                momenta[key].copy_(reference)
+                momenta[bucket_key].copy_(reference)
             if device.type == "cuda":
                 torch.cuda.synchronize()
             assert torch.equal(after.view(torch.int32), reference.view(torch.int32)), (
-                f"momentum {momentum} step {step} bucket {index}: the hook's result differs from the Aggregator's")
+                f"momentum {momentum} step {step} bucket {index} ({bits} bits): the hook's result differs from "
+                "the Aggregator's")
+    if full_precision_steps > 0:
+        assert any(key[2] == 32 for key in references) and any(key[2] == 1 for key in references), (
+            "the warm-up test must see both widths")
     for aggregator in list(references.values()) + list(state.aggregators.values()):
         aggregator.close()
 
@@ -130,6 +140,7 @@ def main():
     for name, check in [("tensors", lambda: check_tensors(rank, size, device)),
                         ("hook", lambda: check_hook(rank, size, device, 0.0)),
                         ("hook with momentum", lambda: check_hook(rank, size, device, 0.9)),
+                        ("hook with a float32 warm-up", lambda: check_hook(rank, size, device, 0.9, 2, 5)),
                         ("overflow", lambda: check_overflow(rank, size, device))]:
         try:
             check()

@@ -159,6 +159,10 @@ std::vector<ElementRange> GroupChain::ColumnsOf(const std::vector<ElementRange>&
   return parts;
 }
 
+size_t GroupChain::ShardsEnd(const std::vector<ElementRange>& shards, size_t group) const {
+  return shards[(group + 1) * groupSize_ - 1].end();
+}
+
 void GroupChain::Forward(size_t link, float* buffer, ElementRange range, bool upward, cudaStream_t stream) {
   if (group_ == link) above_->Forward(buffer, range, upward, stream);
   if (group_ == link + 1) below_->Forward(buffer, range, upward, stream);
@@ -171,30 +175,45 @@ void GroupChain::GatherInGroup(size_t group, const std::vector<ElementRange>& pa
   peers_->AllGather(mine.count > 0 ? full + mine.begin : full, parts, full, ElementType::kFloat32, stream);
 }
 
-void GroupChain::ReduceFull(size_t count, cudaStream_t stream) {
+void GroupChain::ReduceUp(size_t count, cudaStream_t stream) {
   const std::vector<ElementRange> columns = Columns(count);
   float* full = full_.as<float>();
   float* partial = partial_.as<float>();
   const ElementRange myColumn{0, columns[column_].count};  // in partial_
-  // Up the chain: each group adds its ranks to the running sum of its columns.
   for (size_t g = 0; g < groupCount_; ++g) {
     if (group_ == g)
       peers_->ReduceScatter(full, columns, partial, ElementType::kFloat32, stream, g > 0 ? partial : nullptr);
     if (g + 1 < groupCount_) Forward(g, partial, myColumn, true, stream);
   }
-  // The last group holds the sum; down the chain it goes, column by column, each group gathering its columns.
-  if (group_ + 1 == groupCount_) peers_->AllGather(partial, columns, full, ElementType::kFloat32, stream);
+}
+
+void GroupChain::SpreadWhole(size_t count, cudaStream_t stream) {
+  const std::vector<ElementRange> columns = Columns(count);
+  float* full = full_.as<float>();
+  if (group_ + 1 == groupCount_) peers_->AllGather(partial_.as<float>(), columns, full, ElementType::kFloat32, stream);
   for (size_t g = groupCount_ - 1; g-- > 0;) {
     Forward(g, full, columns[column_], false, stream);
     GatherInGroup(g, columns, stream);
   }
 }
 
+void GroupChain::SpreadShards(const std::vector<ElementRange>& shards, cudaStream_t stream) {
+  const std::vector<ElementRange> columns = Columns(shards.back().end());
+  float* full = full_.as<float>();
+  if (group_ + 1 == groupCount_)
+    CopyOnDevice(full + columns[column_].begin, partial_.as<float>(), columns[column_].count, stream);
+  // Link g carries down what groups 0 .. g own: its column of [0, end of group g's shards).
+  for (size_t g = groupCount_ - 1; g-- > 0;)
+    Forward(g, full, ColumnsOf(columns, 0, ShardsEnd(shards, g))[column_], false, stream);
+  GatherInGroup(group_, ColumnsOf(columns, shards[group_ * groupSize_].begin, ShardsEnd(shards, group_)), stream);
+}
+
 void GroupChain::AllReduce(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
   if (count == 0) return;
   Reserve(count);
   ConvertToFloat32(input, type, count, full_.as<float>(), stream);
-  ReduceFull(count, stream);
+  ReduceUp(count, stream);
+  SpreadWhole(count, stream);
   ConvertFromFloat32(full_.as<float>(), count, output, type, stream);
 }
 
@@ -203,10 +222,9 @@ void GroupChain::ReduceScatter(const float* input, const std::vector<ElementRang
   const size_t count = shards.empty() ? 0 : shards.back().end();
   if (count == 0) return;
   Reserve(count);
-  // The whole sum on every rank, then this rank's shard of it: the spread is more than phase 1 needs, and keeps
-  // one reduction for both phases.
   CopyOnDevice(full_.as<float>(), input, count, stream);
-  ReduceFull(count, stream);
+  ReduceUp(count, stream);
+  SpreadShards(shards, stream);
   const ElementRange mine = shards[group_ * groupSize_ + column_];
   CopyOnDevice(stripe, full_.as<float>() + mine.begin, mine.count, stream);
 }
@@ -225,7 +243,7 @@ void GroupChain::AllGather(const float* stripe, const std::vector<ElementRange>&
   const std::vector<ElementRange> columns = Columns(count);
   // Up the chain: group g+1 receives [0, end of group g's stripes), by columns.
   for (size_t g = 0; g + 1 < groupCount_; ++g) {
-    const std::vector<ElementRange> parts = ColumnsOf(columns, 0, shards[(g + 1) * groupSize_ - 1].end());
+    const std::vector<ElementRange> parts = ColumnsOf(columns, 0, ShardsEnd(shards, g));
     Forward(g, full, parts[column_], true, stream);
     GatherInGroup(g + 1, parts, stream);
   }

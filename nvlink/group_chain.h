@@ -9,11 +9,15 @@
 //   reduce   for g = 0 .. m-1: group g reduce-scatters the gradient into its columns, member k starting from the
 //            carry (group g-1's column k, forwarded over link k) and adding its group's ranks in order; group m-1
 //            then holds the node's sum, column by column;
-//   spread   group m-1 all-gathers its columns; for g = m-2 .. 0 each member of group g+1 forwards its column down
-//            its link and group g all-gathers the columns.
-// Phase 3 gathers the owners' stripes the same way: inside each group, up the chain, then down it.
-// The groups run one after the other, so a reduction costs about m times one group's; every byte crosses a link
-// once each way. Everything is stream-ordered except host-route links, which synchronise the stream.
+//   spread   the allreduce: group m-1 all-gathers its columns; for g = m-2 .. 0 each member of group g+1 forwards
+//            its column down its link and group g all-gathers the columns. Phase 1 (the reduce-scatter) needs
+//            only each group's own shards down there: link g carries its column of [0, end of group g's shards),
+//            and each group then gathers its shards' range.
+// Phase 3 gathers the owners' stripes the same way: inside each group, up the chain, then down it, each link
+// carrying only what lies beyond it.
+// The groups run one after the other, so a reduction costs about m times one group's; the allreduce moves every
+// byte across a link once each way. Everything is stream-ordered except host-route links, which synchronise the
+// stream.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -65,12 +69,19 @@ class GroupChain {
   std::vector<ElementRange> Columns(size_t count) const;
   // The columns of [lo, hi): column k's part of it (empty ranges clamped into it).
   std::vector<ElementRange> ColumnsOf(const std::vector<ElementRange>& columns, size_t lo, size_t hi) const;
+  // Where the shards of group g's members end (shards are in local-rank order, one after the other).
+  size_t ShardsEnd(const std::vector<ElementRange>& shards, size_t group) const;
   // Link g forwards [range) of `buffer` (full_ or partial_) between groups g and g+1, if this rank is on it.
   void Forward(size_t link, float* buffer, ElementRange range, bool upward, cudaStream_t stream);
   // Group g all-gathers `parts` (one per member) of full_, if this rank is in it.
   void GatherInGroup(size_t group, const std::vector<ElementRange>& parts, cudaStream_t stream);
-  // The node's sum of full_ (every rank's float32 gradient, `count` elements) into full_ on every rank.
-  void ReduceFull(size_t count, cudaStream_t stream);
+  // Up the chain: from full_ (every rank's float32 gradient, `count` elements) to the node's sum, which member k of
+  // the last group then holds as column k, in partial_.
+  void ReduceUp(size_t count, cudaStream_t stream);
+  // Down the chain, after ReduceUp: the whole sum into full_ on every rank (the allreduce)...
+  void SpreadWhole(size_t count, cudaStream_t stream);
+  // ... or only what each group owns (phase 1): full_ holds at least the shards of this rank's group.
+  void SpreadShards(const std::vector<ElementRange>& shards, cudaStream_t stream);
 
   size_t groupCount_ = 0, groupSize_ = 0, group_ = 0, column_ = 0;
   nvlink::PeerGroupConfig config_;

@@ -12,9 +12,9 @@ for binary in gradagg_gpu_tests gradagg_cuda_quantize_benchmark gradagg_quantize
   gradagg_nvlink_gpu_tests gradagg_nvlink_benchmark gradagg_device_gpu_tests gradagg_python_reference; do
   [ -x "$root/build/bin/$binary" ] && cp "$root/build/bin/$binary" "$carry/"
 done
-library=$(ldconfig -p | awk '/libbenchmark\.so\.1debian/ {print $NF; exit}')
+library=$(ldconfig -p | awk '/libbenchmark\.so\.1debian/ && !found {print $NF; found = 1}')
 [ -n "$library" ] && cp "$library" "$carry/"
-library=$(ldconfig -p | awk '/libhwy\.so\.1 / {print $NF; exit}')
+library=$(ldconfig -p | awk '/libhwy\.so\.1 / && !found {print $NF; found = 1}')
 [ -n "$library" ] && cp "$library" "$carry/"
 # The CUDA runtime the binaries were linked with (shared by default), so they need nothing of the machine's but the
 # driver; and the C API's library, for the Python package (PYTHONPATH=python GRADAGG_LIBRARY=.device-carry/...).

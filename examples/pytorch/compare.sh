@@ -3,7 +3,9 @@
 # last epoch's test accuracy and time per step per run (rows appended to OUT_DIR/runs.csv; one log per run).
 #   examples/pytorch/compare.sh OUT_DIR [MPIRUN_ARGUMENTS...]
 # Environment: EPOCHS (default 10), SEEDS (default "1 2"), NP (default 2), BACKEND (DDP's own; default nccl on
-# GPUs), DATA (the Fashion-MNIST directory). Run from the repository root, with the package importable
+# GPUs), DATA (the Fashion-MNIST directory), MODES (the runs per seed, separated by ";"; default
+# "allreduce;gradagg --bits 32;gradagg --bits 1"; any of the example's options may follow a mode).
+# Run from the repository root, with the package importable
 # (scripts/install_python_package.sh, or PYTHONPATH=python GRADAGG_LIBRARY=...).
 set -euo pipefail
 out=$1
@@ -13,8 +15,9 @@ epochs=${EPOCHS:-10} seeds=${SEEDS:-1 2} np=${NP:-2}
 extra=()
 [ -n "${BACKEND:-}" ] && extra+=(--backend "$BACKEND")
 [ -n "${DATA:-}" ] && extra+=(--data "$DATA")
+IFS=';' read -r -a modes <<<"${MODES:-allreduce;gradagg --bits 32;gradagg --bits 1}"
 for seed in $seeds; do
-  for mode in "allreduce" "gradagg --bits 32" "gradagg --bits 1"; do
+  for mode in "${modes[@]}"; do
     log="$out/$(echo "$mode" | tr -d '-' | tr ' ' '_')_seed$seed.txt"
     # shellcheck disable=SC2086
     mpirun --allow-run-as-root --oversubscribe "$@" -np "$np" python3 examples/pytorch/train_fashion_mnist.py \

@@ -21,6 +21,8 @@ def main(argv):
         with open(path) as handle:
             for row in csv.DictReader(handle):
                 label = "DDP allreduce" if row["mode"] == "allreduce" else f"gradagg hook, {row['bits']} bit"
+                if row.get("variant"):  # files written before the column existed have none
+                    label += f" ({row['variant']})"
                 accuracy[label][int(row["epoch"])].append(float(row["test_accuracy"]))
                 step_ms[label].append(float(row["step_ms"]))
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))

@@ -101,11 +101,13 @@ def main():
     steps_per_epoch = len(train_x) // args.batch
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.epochs * steps_per_epoch)
     generator = torch.Generator().manual_seed(args.seed * 1000 + rank)
-    label = f"{args.mode}" + (f" {args.bits} bit" if args.mode == "gradagg" else "")
+    variant = []  # what differs from the mode's defaults
     if args.mode == "gradagg" and args.full_precision_steps:
-        label += f" after {args.full_precision_steps} float32 steps"
+        variant.append(f"float32 for {args.full_precision_steps} steps")
     if args.mode == "gradagg" and args.mean_threshold:
-        label += ", mean threshold"
+        variant.append("mean threshold")
+    variant = "; ".join(variant)
+    label = f"{args.mode}" + (f" {args.bits} bit" if args.mode == "gradagg" else "") + (f" ({variant})" if variant else "")
     for epoch in range(1, args.epochs + 1):
         model.train()
         order = torch.randperm(len(train_x), generator=generator).to(device)
@@ -132,9 +134,9 @@ def main():
                 new = not os.path.exists(args.csv)
                 with open(args.csv, "a") as handle:
                     if new:
-                        handle.write("mode,bits,ranks,seed,epoch,test_accuracy,step_ms\n")
+                        handle.write("mode,bits,ranks,seed,epoch,test_accuracy,step_ms,variant\n")
                     handle.write(f"{args.mode},{args.bits if args.mode == 'gradagg' else 32},{size},{args.seed},"
-                                 f"{epoch},{accuracy:.2f},{step_ms:.3f}\n")
+                                 f"{epoch},{accuracy:.2f},{step_ms:.3f},{variant}\n")
     dist.destroy_process_group()
 
 

@@ -4,7 +4,8 @@
 #   examples/pytorch/compare.sh OUT_DIR [MPIRUN_ARGUMENTS...]
 # Environment: EPOCHS (default 10), SEEDS (default "1 2"), NP (default 2), BACKEND (DDP's own; default nccl on
 # GPUs), DATA (the Fashion-MNIST directory), MODES (the runs per seed, separated by ";"; default
-# "allreduce;gradagg --bits 32;gradagg --bits 1"; any of the example's options may follow a mode).
+# "allreduce;gradagg --bits 32;gradagg --bits 1;gradagg --bits 1 --full-precision-steps 468", the last one 1 bit
+# after one epoch in float32 on 2 ranks; any of the example's options may follow a mode).
 # Run from the repository root, with the package importable
 # (scripts/install_python_package.sh, or PYTHONPATH=python GRADAGG_LIBRARY=...).
 set -euo pipefail
@@ -15,7 +16,7 @@ epochs=${EPOCHS:-10} seeds=${SEEDS:-1 2} np=${NP:-2}
 extra=()
 [ -n "${BACKEND:-}" ] && extra+=(--backend "$BACKEND")
 [ -n "${DATA:-}" ] && extra+=(--data "$DATA")
-IFS=';' read -r -a modes <<<"${MODES:-allreduce;gradagg --bits 32;gradagg --bits 1}"
+IFS=';' read -r -a modes <<<"${MODES:-allreduce;gradagg --bits 32;gradagg --bits 1;gradagg --bits 1 --full-precision-steps 468}"
 for seed in $seeds; do
   for mode in "${modes[@]}"; do
     log="$out/$(echo "$mode" | tr -d '-' | tr ' ' '_')_seed$seed.txt"

@@ -81,7 +81,11 @@ class GradaggState:
             key, options = key + ("float32",), dict(self.options, bits=32)
         else:
             options = self.options
-            self.aggregators.pop(key + ("float32",), None)  # its warm-up is over
+            # The warm-up is over: its Aggregator is closed now, in step on every rank, not whenever it is collected.
+            if calls == self.full_precision_steps + 1:
+                warmup = self.aggregators.pop(key + ("float32",), None)
+                if warmup is not None:
+                    warmup.close()
         if key not in self.aggregators:  # collective: DDP hands buckets over in the same order on every rank
             self.aggregators[key] = gradagg.Aggregator(comm=self.comm, **options)
             self.world_size = self.aggregators[key].size

@@ -12,6 +12,7 @@
 #include "aggregator/partition.h"
 #include "aggregator/stopwatch.h"
 #include "aggregator/three_phases.h"
+#include "ground/call_timeline.h"
 #include "mpi_glue/agreement.h"
 #include "mpi_glue/mpi_error.h"
 #include "mpi_glue/node_topology.h"
@@ -152,8 +153,10 @@ AggregationStats Aggregator::Impl::RunHost(const FlatBuffers& flat, const Bucket
                                            GradientHeader* header, const std::string& problem) {
   // 0. Every rank has checked its arguments; all ranks agree on sizes and sum the header (or all throw alike).
   Stopwatch clock;
+  if (options.traceLevel >= 3) call_timeline::Begin();
   const bool contributes =
       AgreeOnCall(topology.world(), callLayout, header, problem, CallMemory::kHost, options.timeoutSeconds);
+  call_timeline::Note("agreed");
   const double agreement = clock.Lap();
   try {
     AggregationStats call = RunHostPhases(flat, callLayout, contributes);
@@ -211,10 +214,12 @@ AggregationStats Aggregator::Impl::RunDevice(const std::vector<DeviceGradient>& 
   Stopwatch clock;
 
   // 0. Every rank has checked its tensors; all ranks agree on sizes, on device memory, and sum the header.
+  if (options.traceLevel >= 3) call_timeline::Begin();
   const BucketLayout callLayout = LayoutOf(gradients, options);
   const size_t elements = callLayout.elements();
   const bool contributes =
       AgreeOnCall(topology.world(), callLayout, header, problem, CallMemory::kDevice, options.timeoutSeconds);
+  call_timeline::Note("agreed");
   const double agreement = clock.Lap();
   if (!device) device = MakeDevicePath(topology, options);
 
@@ -245,6 +250,9 @@ void Aggregator::Impl::TraceCall(size_t elements, const AggregationStats& call) 
                  topology.rank(), elements, times.total * 1e6, times.agreement * 1e6, times.reduceScatter * 1e6,
                  times.quantize * 1e6, times.exchange * 1e6, times.decode * 1e6, times.allGather * 1e6,
                  call.interNodeBytesSent);
+  }
+  if (options.traceLevel >= 3) {
+    std::fprintf(stderr, "# gradagg rank %d: timeline (us): %s\n", topology.rank(), call_timeline::End().c_str());
   }
 }
 

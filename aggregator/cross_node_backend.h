@@ -55,9 +55,12 @@ class CrossNodeBackend {
 
   // ExchangeInRankOrder (mpi_glue/ordered_exchange.h) on the backend's memory, within its deadline. beforeSend(p),
   // where set, produces sends[p] (it may queue work); p's bytes leave once it is done, while later parts are produced.
+  // afterSends(), where set, comes once every send is produced, before the first onReady: work to overlap the traffic.
+  // On return every onReady has run; its queued work may still be running.
   virtual void Exchange(MPI_Comm cross, int tag, const std::vector<SendBuffer>& sends,
                         const std::vector<ReceiveBuffer>& receives, const std::function<void(int)>& beforeSend,
-                        const std::function<void(int)>& onReady, const char* what) = 0;
+                        const std::function<void()>& afterSends, const std::function<void(int)>& onReady,
+                        const char* what) = 0;
 
   // One call: StartCall first (timing on or off); Time around each encode and decode; FinishCall waits for all
   // queued work and returns the non-finite buckets counted; Seconds after it: the time spent in each step (0 with

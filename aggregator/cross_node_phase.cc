@@ -4,6 +4,7 @@
 
 #include "aggregator/partition.h"
 #include "aggregator/stopwatch.h"
+#include "ground/call_timeline.h"
 
 namespace gradagg {
 namespace {
@@ -62,9 +63,9 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
   Stopwatch clock;
 
   // 1-2. Each owner's part is quantized just before it is sent (beforeSend), so the first part is on the wire while
-  //      the next is quantized; the parts of our sub-stripe are summed in source-node order as they arrive. Our own
-  //      part is quantized when its turn in that order comes; without quantizeOwnStripe it enters our sum exactly,
-  //      its residual folded in and so consumed.
+  //      the next is quantized; our own part once every part is sent (afterSends), while they travel. The parts of
+  //      our sub-stripe are summed in source-node order as they arrive. Without quantizeOwnStripe our own part
+  //      enters our sum exactly, its residual folded in and so consumed.
   const auto quantizePart = [&](int ownerRank) {
     const size_t begin = plan_.subStripes[static_cast<size_t>(ownerRank)].begin;
     backend.Time(CodecStep::kEncode, [&] {
@@ -73,14 +74,16 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
     });
   };
   const ExchangeMessages scatter = plan_.Scatter(stripeWire, received, ownSlotBytes_);
-  const auto sumInOrder = [&](int sourceRank) {
-    const auto source = static_cast<size_t>(sourceRank);
-    if (source == ownIndex && quantizeOwnStripe_) {
-      quantizePart(sourceRank);
-    } else if (source == ownIndex && stripeResidual != nullptr) {  // counted with the encodes, as it replaces one
+  const auto prepareOwnPart = [&] {
+    if (quantizeOwnStripe_) {
+      quantizePart(static_cast<int>(ownIndex));
+    } else if (stripeResidual != nullptr) {  // counted with the encodes, as it replaces one
       backend.Time(CodecStep::kEncode,
                    [&] { backend.Fold(stripe + own.begin, stripeResidual + own.begin, own.count); });
     }
+  };
+  const auto sumInOrder = [&](int sourceRank) {
+    const auto source = static_cast<size_t>(sourceRank);
     backend.Time(CodecStep::kDecode, [&] {
       if (source == ownIndex && !quantizeOwnStripe_) {
         const float* exact = stripe + own.begin;
@@ -99,24 +102,32 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
       }
     });
   };
-  backend.Exchange(cross_, kScatterTag, scatter.sends, scatter.receives, quantizePart, sumInOrder,
+  backend.Exchange(cross_, kScatterTag, scatter.sends, scatter.receives, quantizePart, prepareOwnPart, sumInOrder,
                    "phase 2, the quantized parts of our sub-stripe");
+  call_timeline::Note("scattered");
 
   // 3. Re-quantize our sum with the second residual.
   backend.Time(CodecStep::kEncode, [&] { backend.Encode(sum, ownResidual, ownIndex, ownWire_.get()); });
+  call_timeline::Note("sum encoded");
 
   // 4. All-gather the quantized sums into the stripe's wire image, and decode every owner's part. Every node decodes
-  //    the same bytes, so every node counts the same non-finite buckets.
+  //    the same bytes, so every node counts the same non-finite buckets. The parts fill disjoint ranges, so our own
+  //    is decoded while the others travel, and each other as it arrives.
   const ExchangeMessages gather = plan_.Gather(ownWire_.get(), stripeWire);
-  const auto decodeInOrder = [&](int ownerRank) {
-    const auto owner = static_cast<size_t>(ownerRank);
-    const void* part = owner == ownIndex ? ownWire_.get() : gather.receives[owner].data;
+  const auto decodePart = [&](size_t owner, const void* part) {
     backend.Time(CodecStep::kDecode,
                  [&] { backend.Decode(part, owner, stripe + plan_.subStripes[owner].begin, true); });
   };
-  backend.Exchange(cross_, kGatherTag, gather.sends, gather.receives, nullptr, decodeInOrder,
+  const auto decodeOwnPart = [&] { decodePart(ownIndex, ownWire_.get()); };
+  const auto decodeArrivedPart = [&](int ownerRank) {
+    const auto owner = static_cast<size_t>(ownerRank);
+    if (owner != ownIndex) decodePart(owner, gather.receives[owner].data);
+  };
+  backend.Exchange(cross_, kGatherTag, gather.sends, gather.receives, nullptr, decodeOwnPart, decodeArrivedPart,
                    "phase 2, the all-gather of the owners' quantized sums");
+  call_timeline::Note("gathered");
   lastNonFiniteBuckets_ = backend.FinishCall();
+  call_timeline::Note("finished");
   const double seconds = clock.Lap();
 
   lastBytesSent_ = plan_.bytesSent;

@@ -3,9 +3,11 @@
 //
 //   1. quantize the stripe (+ residual r1), one run of whole buckets per owning node, each just before it is sent;
 //   2. send sub-stripe j to node j, receive ours from every node, and sum them in source-node order
-//      (decoded as they arrive, but always added in that order), overlapping 1;
+//      (decoded as they arrive, but always added in that order), overlapping 1; our own part is quantized once
+//      every other is sent, while they travel;
 //   3. re-quantize our sum (+ residual r2);
-//   4. all-gather the quantized sums; every node, the owner too, decodes every one into the stripe.
+//   4. all-gather the quantized sums; every node, the owner too, decodes every one into the stripe (its own while
+//      the others travel).
 //
 // Residuals persist across calls and are reset by ResetResiduals or by a change of the stripe's layout. A bucket whose
 // input is not finite leaves both residuals as they were and comes out non-finite on every node (quantizer.h).

@@ -55,9 +55,10 @@ class HostCrossNodeBackend final : public CrossNodeBackend {
 
   void Exchange(MPI_Comm cross, int tag, const std::vector<SendBuffer>& sends,
                 const std::vector<ReceiveBuffer>& receives, const std::function<void(int)>& beforeSend,
-                const std::function<void(int)>& onReady, const char* what) override {
+                const std::function<void()>& afterSends, const std::function<void(int)>& onReady,
+                const char* what) override {
     ExchangeInRankOrder(cross, tag, sends, receives, onReady, kDefaultMaxMessageBytes, timeoutSeconds_, what,
-                        beforeSend);
+                        beforeSend, afterSends);
   }
 
   void StartCall(bool) override {

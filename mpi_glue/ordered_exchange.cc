@@ -5,6 +5,7 @@
 #include <string>
 
 #include "gradagg/errors.h"
+#include "ground/call_timeline.h"
 #include "mpi_glue/deadline.h"
 #include "mpi_glue/mpi_error.h"
 
@@ -40,7 +41,7 @@ std::vector<int> SendingOrder(int rank, int size) {
 void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends,
                          const std::vector<ReceiveBuffer>& receives, const std::function<void(int)>& onReady,
                          size_t maxMessageBytes, double timeoutSeconds, const char* what,
-                         const std::function<void(int)>& beforeSend) {
+                         const std::function<void(int)>& beforeSend, const std::function<void()>& afterSends) {
   const Deadline deadline(timeoutSeconds);
   int rank = 0;
   int size = 0;
@@ -93,7 +94,9 @@ void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
         GRADAGG_MPI_CHECK(MPI_Isend(static_cast<const char*>(buffer.data) + offset, bytes, MPI_BYTE, peer, tag, comm,
                                     &sendRequests.back()));
       });
+      call_timeline::Note("sent", peer);
     }
+    if (afterSends) afterSends();
 
     // 3.
     releaseReadyPrefix();
@@ -116,6 +119,7 @@ void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
         throw std::runtime_error("message from rank " + std::to_string(arrived.peer) + " has " + std::to_string(count) +
                                  " bytes, expected " + std::to_string(arrived.bytes) + " (" + RankAndHost() + ")");
       }
+      call_timeline::Note("arrived", arrived.peer);
       --chunksLeft[static_cast<size_t>(arrived.peer)];
       releaseReadyPrefix();
     }
@@ -128,6 +132,7 @@ void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
 
   // 4. Our sends must be done before the caller may touch the send buffers.
   if (!WaitAllBefore(deadline, sendRequests)) timeOut();
+  call_timeline::Note("sends done");
 }
 
 }  // namespace gradagg

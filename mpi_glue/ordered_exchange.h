@@ -34,7 +34,8 @@ std::vector<int> SendingOrder(int rank, int size);
 //   2. Sends sends[p] to every peer p with bytes > 0 (the same buffer may go to several peers), in SendingOrder, so
 //      that the ranks do not all start with the same peer. Where beforeSend
 //      is set, beforeSend(p) comes just before p's send is posted: the caller may fill sends[p] there, so that the
-//      first message is on the wire while the next is being produced.
+//      first message is on the wire while the next is being produced. Then afterSends(), where set: work that overlaps
+//      the traffic (the caller's own part, say).
 //   3. As receives complete (MPI_Waitany), calls onReady(p) for p = 0, 1, ..., size-1 in that order, each as soon
 //      as p's bytes and those of every lower rank are in place; onReady(self) comes in its turn, with no traffic.
 //   4. Returns when every receive and send has completed.
@@ -46,6 +47,7 @@ std::vector<int> SendingOrder(int rank, int size);
 void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends,
                          const std::vector<ReceiveBuffer>& receives, const std::function<void(int)>& onReady,
                          size_t maxMessageBytes = kDefaultMaxMessageBytes, double timeoutSeconds = 0.0,
-                         const char* what = "an ordered exchange", const std::function<void(int)>& beforeSend = {});
+                         const char* what = "an ordered exchange", const std::function<void(int)>& beforeSend = {},
+                         const std::function<void()>& afterSends = {});
 
 }  // namespace gradagg

@@ -17,8 +17,9 @@ library=$(ldconfig -p | awk '/libbenchmark\.so\.1debian/ && !found {print $NF; f
 library=$(ldconfig -p | awk '/libhwy\.so\.1 / && !found {print $NF; found = 1}')
 [ -n "$library" ] && cp "$library" "$carry/"
 # The CUDA runtime the binaries were linked with (shared by default), so they need nothing of the machine's but the
-# driver; and the C API's library, for the Python package (PYTHONPATH=python GRADAGG_LIBRARY=.device-carry/...).
-for library in "$root"/build/lib/libgradagg_c.so $(ldd "$root/build/bin/gradagg" 2>/dev/null | awk '/libcudart/ {print $3}'); do
+# driver; the C API's library, for the Python package (PYTHONPATH=python GRADAGG_LIBRARY=.device-carry/...); and the
+# counter of CUDA runtime calls (scripts/cuda_call_count.py).
+for library in "$root"/build/lib/libgradagg_c.so "$root"/build/lib/libgradagg_cuda_call_counter.so $(ldd "$root/build/bin/gradagg" 2>/dev/null | awk '/libcudart/ {print $3}'); do
   [ -f "$library" ] && cp "$library" "$carry/"
 done
 if [ "${1:-}" = --with-data ]; then

@@ -25,6 +25,7 @@
 #include "aggregator/partition.h"
 #include "aggregator/stopwatch.h"
 #include "aggregator/three_phases.h"
+#include "ground/call_timeline.h"
 #include "ground/cuda/cuda_error.h"
 #include "ground/cuda/device_memory.h"
 #include "mpi_glue/agreement.h"
@@ -236,6 +237,7 @@ void GpuPath::Run(const std::vector<DeviceGradient>& gradients, const BucketLayo
   // 1-3. The phases on the float32 flat buffer (aggregator/three_phases.h), ordered on the caller's stream; one
   //      node runs 1 and 3 fused, as the allreduce in place. Phase 2 returns with the stream idle.
   const double convertIn = Lap(stream, clock);  // counted with phase 1, as the copy into its buffer
+  call_timeline::Note("converted in");
   if (node_) node_->UseStream(stream);
   if (crossBackend_) crossBackend_->UseStream(stream);
   const ThreePhases phases{node_.get(), cross_.get(), topology_.node(), options_.timing,
@@ -248,6 +250,7 @@ void GpuPath::Run(const std::vector<DeviceGradient>& gradients, const BucketLayo
   for (size_t i = 0, offset = 0; inPlace == nullptr && i < gradients.size(); offset += gradients[i++].count)
     ConvertFromFloat32(flat + offset, gradients[i].count, gradients[i].data, gradients[i].type, stream);
   GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  call_timeline::Note("converted out");
   times.allGather += options_.timing ? clock.Lap() : 0.0;  // the copy back counts with phase 3
   if (node_) node_->ThrowIfFailed();
 }

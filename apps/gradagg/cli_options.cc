@@ -66,6 +66,8 @@ po::options_description Describe() {
       ("check,c", "check every size against the serial simulation, bitwise, on every rank")
       ("no-baseline", "skip timing MPI_Allreduce of the same gradient beside gradagg")
       ("no-nccl", "GPU runs: skip timing ncclAllReduce beside gradagg")
+      ("no-phase-times", "time whole calls only, as a trainer runs them: no per-phase timing, whose events and "
+                         "waits add to each call (the phase columns read 0)")
       ("no-register", "GPU runs: leave the gradient buffer unregistered (RegisterDeviceBuffer), so calls copy it "
                       "into the Aggregator's own buffer and back")
       ("seed", po::value<uint64_t>(), "seed of the synthetic gradients (default 42)")
@@ -85,7 +87,7 @@ po::options_description Describe() {
        "MPI (default auto; GRADAGG_CUDA_AWARE_MPI)")
       ("staging-chunk", po::value<std::string>(),
        "GPU runs, staged transport: pipeline chunk size, K/M suffixes (default 4M; GRADAGG_STAGING_CHUNK)")
-      ("trace", po::value<int>(), "0 quiet, 1 configuration, 2 per-call phase times on stderr (GRADAGG_TRACE)");
+      ("trace", po::value<int>(), "0 quiet, 1 configuration, 2 per-call phase times, 3 also each call's timeline of steps, on stderr (GRADAGG_TRACE)");
   // clang-format on
   return options;
 }
@@ -145,7 +147,7 @@ void Apply(const po::variables_map& values, CliOptions& cli) {
 
   AggregatorOptions& options = cli.aggregator;
   options = ApplyEnvironment(options);
-  options.timing = true;
+  options.timing = values.count("no-phase-times") == 0;
   if (values.count("bits")) options.bits = values["bits"].as<int>();
   if (values.count("bucket")) options.bucketSize = values["bucket"].as<uint64_t>();
   if (values.count("ranks-per-node")) options.ranksPerNode = values["ranks-per-node"].as<int>();

@@ -6,6 +6,7 @@
 
 #include "gradagg/device_gradient.h"
 #include "gradagg/errors.h"
+#include "ground/call_timeline.h"
 #include "ground/cuda/cuda_error.h"
 #include "ground/cuda/device_memory.h"
 #include "mpi_glue/deadline.h"
@@ -27,7 +28,7 @@ class CudaAwareExchange final : public DeviceExchange {
   explicit CudaAwareExchange(double timeoutSeconds) : timeoutSeconds_(timeoutSeconds) {}
   void Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends, const std::vector<ReceiveBuffer>& receives,
            cudaStream_t stream, const std::function<void(int)>& onReady, const char* what,
-           const std::function<void(int)>& beforeSend) override {
+           const std::function<void(int)>& beforeSend, const std::function<void()>& afterSends) override {
     GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));  // what was queued before is complete
     std::function<void(int)> produce;                   // each part complete before MPI reads it
     if (beforeSend) {
@@ -36,8 +37,9 @@ class CudaAwareExchange final : public DeviceExchange {
         GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
       };
     }
-    ExchangeInRankOrder(comm, tag, sends, receives, onReady, kDefaultMaxMessageBytes, timeoutSeconds_, what, produce);
-    GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+    // Received bytes are in device memory once MPI completes them, so onReady's work needs no wait here.
+    ExchangeInRankOrder(comm, tag, sends, receives, onReady, kDefaultMaxMessageBytes, timeoutSeconds_, what, produce,
+                        afterSends);
   }
   const char* name() const override { return "CUDA-aware MPI (device buffers)"; }
 
@@ -51,12 +53,14 @@ class StagedExchange final : public DeviceExchange {
       : chunkBytes_(std::clamp<size_t>(chunkBytes, kMinStagingChunkBytes, static_cast<size_t>(INT32_MAX))),
         timeoutSeconds_(timeoutSeconds) {}
   ~StagedExchange() override {
+    if (poolBusy_) cudaEventSynchronize(poolFree_);  // no copy may read the pool once it is freed
     for (cudaEvent_t event : events_) cudaEventDestroy(event);
+    if (poolFree_ != nullptr) cudaEventDestroy(poolFree_);
   }
 
   void Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends, const std::vector<ReceiveBuffer>& receives,
            cudaStream_t stream, const std::function<void(int)>& onReady, const char* what,
-           const std::function<void(int)>& beforeSend) override;
+           const std::function<void(int)>& beforeSend, const std::function<void()>& afterSends) override;
   const char* name() const override { return "staged through pinned host memory"; }
 
  private:
@@ -74,16 +78,28 @@ class StagedExchange final : public DeviceExchange {
   };
   char* Reserve(size_t bytes);
   cudaEvent_t Event(size_t index);
+  void WaitForPool();
 
   size_t chunkBytes_;
   double timeoutSeconds_;
   std::unique_ptr<char, CudaFreeHost> pinned_;
   size_t pinnedBytes_ = 0;
   std::vector<cudaEvent_t> events_;
+  // A run returns with its host-to-device copies possibly still reading the pool; poolFree_ fires once they are done.
+  cudaEvent_t poolFree_ = nullptr;
+  bool poolBusy_ = false;
+  cudaStream_t poolStream_ = nullptr;  // the stream of the last run's copies
 };
+
+void StagedExchange::WaitForPool() {
+  if (!poolBusy_) return;
+  GRADAGG_CUDA_CHECK(cudaEventSynchronize(poolFree_));
+  poolBusy_ = false;
+}
 
 char* StagedExchange::Reserve(size_t bytes) {
   if (bytes > pinnedBytes_) {
+    WaitForPool();
     pinned_.reset();
     pinnedBytes_ = 0;
     void* memory = nullptr;
@@ -106,7 +122,7 @@ cudaEvent_t StagedExchange::Event(size_t index) {
 void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends,
                          const std::vector<ReceiveBuffer>& receives, cudaStream_t stream,
                          const std::function<void(int)>& onReady, const char* what,
-                         const std::function<void(int)>& beforeSend) {
+                         const std::function<void(int)>& beforeSend, const std::function<void()>& afterSends) {
   int rank = 0, size = 0;
   CheckShape(comm, sends, receives, rank, size);
 
@@ -135,6 +151,8 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
     receiveHost[static_cast<size_t>(peer)] = hostBytes;
     if (peer != rank) hostBytes += receives[static_cast<size_t>(peer)].bytes;
   }
+  if (stream != poolStream_) WaitForPool();  // copies on another stream would not queue behind the last run's
+  poolStream_ = stream;
   char* host = Reserve(hostBytes);
 
   // 1. Device-to-host copies of every send chunk, in order, an event after each; each source produced first where
@@ -155,7 +173,12 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
     }
   }
 
-  // 2. Every receive chunk posted into pinned memory (same-tag messages between two ranks match in order).
+  if (afterSends) afterSends();
+  call_timeline::Note("copies queued");
+
+  // 2. Every receive chunk posted into pinned memory (same-tag messages between two ranks match in order), once the
+  //    last run's copies out of it are done (the same stream has long passed them, as a rule).
+  WaitForPool();
   std::vector<MPI_Request> receiveRequests;
   std::vector<PendingReceive> pending;
   std::vector<size_t> chunksLeft(static_cast<size_t>(size), 0);
@@ -195,6 +218,7 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
           sendRequests.emplace_back();
           GRADAGG_MPI_CHECK(MPI_Isend(host + chunk.hostOffset, static_cast<int>(chunk.bytes), MPI_BYTE, peer, tag, comm,
                                       &sendRequests.back()));
+          call_timeline::Note("sent", peer);
         }
       }
       if (arrived == receiveRequests.size()) continue;
@@ -209,6 +233,7 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
       if (static_cast<size_t>(count) != chunk.bytes)
         throw std::runtime_error("message from rank " + std::to_string(chunk.peer) + " has " + std::to_string(count) +
                                  " bytes, expected " + std::to_string(chunk.bytes) + " (" + RankAndHost() + ")");
+      call_timeline::Note("arrived", chunk.peer);
       GRADAGG_CUDA_CHECK(cudaMemcpyAsync(chunk.device, chunk.host, chunk.bytes, cudaMemcpyHostToDevice, stream));
       ++arrived;
       --chunksLeft[static_cast<size_t>(chunk.peer)];
@@ -230,12 +255,16 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
     throw;
   }
 
-  // 4. The pool is reused by the next call: every send and every host-to-device copy must be finished.
+  // 4. The pool is reused by the next run: every send must be finished here, and the next run waits for poolFree_
+  //    before anything writes the pool again.
   if (!WaitAllBefore(deadline, sendRequests)) {
     AbandonRequests(sendRequests);
     throw TimeoutError(ExchangeTimeoutMessage(comm, what, timeoutSeconds_, std::vector<size_t>(chunksLeft.size(), 0)));
   }
-  GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (poolFree_ == nullptr) GRADAGG_CUDA_CHECK(cudaEventCreateWithFlags(&poolFree_, cudaEventDisableTiming));
+  GRADAGG_CUDA_CHECK(cudaEventRecord(poolFree_, stream));
+  poolBusy_ = true;
+  call_timeline::Note("sends done");
 }
 
 }  // namespace

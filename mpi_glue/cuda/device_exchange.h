@@ -10,7 +10,9 @@
 //     4. onReady(p) runs in rank order once p's chunks (and every lower rank's) are queued for the device.
 //
 // Both are stream-ordered around MPI: the sends' contents are whatever `stream` has produced when Run is called,
-// and onReady(p) may enqueue work on `stream` that reads p's receive buffer. Run returns once `stream` is idle.
+// and onReady(p) may enqueue work on `stream` that reads p's receive buffer. Run returns once every message has
+// arrived and every onReady has run, without waiting for `stream`: the copies and onReady's work may still be running
+// there, so whatever follows on `stream` sees them done, and the host must wait for `stream` before reading results.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -32,10 +34,12 @@ class DeviceExchange {
   // exchange's timeout it throws TimeoutError naming `what` and the ranks it waits for, as ExchangeInRankOrder does.
   // beforeSend(p) (where set) may queue, on `stream`, the work that fills sends[p]; it is called in sending order
   // (rank + 1, rank + 2, ...), and p's bytes leave once that work is done, while later parts are still produced.
+  // afterSends() (where set) comes once every send's work is queued, before the first onReady: work to overlap the
+  // traffic, queued behind the sends' copies.
   virtual void Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends,
                    const std::vector<ReceiveBuffer>& receives, cudaStream_t stream,
                    const std::function<void(int)>& onReady, const char* what,
-                   const std::function<void(int)>& beforeSend) = 0;
+                   const std::function<void(int)>& beforeSend, const std::function<void()>& afterSends) = 0;
   virtual const char* name() const = 0;
 };
 

@@ -86,6 +86,31 @@ TEST(ExchangeInRankOrder, BeforeSendFillsEachMessageInSendingOrder) {
   }
 }
 
+// afterSends runs once, after every message was produced and before the first onReady (which may need its work).
+TEST(ExchangeInRankOrder, AfterSendsComesOnceBetweenTheSendsAndTheFirstReadyPart) {
+  const int rank = WorldRank();
+  const int size = WorldSize();
+  Traffic traffic(rank, size, true);
+  std::vector<std::string> steps;
+  ExchangeInRankOrder(
+      MPI_COMM_WORLD, 9, traffic.sends, traffic.receives,
+      [&](int peer) { steps.push_back("ready " + std::to_string(peer)); }, 7, 0.0, "the afterSends test",
+      [&](int peer) {
+        steps.push_back("send " + std::to_string(peer));
+        const std::vector<unsigned char> message = Message(rank, peer);
+        std::copy(message.begin(), message.end(), traffic.outgoing[static_cast<size_t>(peer)].begin());
+      },
+      [&] { steps.push_back("after sends"); });
+  std::vector<std::string> expected;
+  for (int step = 1; step < size; ++step) expected.push_back("send " + std::to_string((rank + step) % size));
+  expected.push_back("after sends");
+  for (int peer = 0; peer < size; ++peer) expected.push_back("ready " + std::to_string(peer));
+  EXPECT_EQ(steps, expected);
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer != rank) EXPECT_EQ(traffic.incoming[static_cast<size_t>(peer)], Message(peer, rank)) << "from " << peer;
+  }
+}
+
 TEST(ExchangeInRankOrder, AMessageOfTheWrongSizeThrowsOnTheReceiver) {
   if (WorldSize() < 2) GTEST_SKIP() << "needs two ranks";
   const int rank = WorldRank();

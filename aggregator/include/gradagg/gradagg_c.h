@@ -59,7 +59,7 @@ typedef struct gradagg_options {
   int double_buffered;        /* 0 or 1 */
   double timeout_seconds;     /* 0 = wait for ever */
   int timing;                 /* 0 or 1: per-phase times in gradagg_stats */
-  int trace_level;            /* 0, 1, 2 */
+  int trace_level;            /* 0, 1, 2, 3 (GRADAGG_TRACE) */
 } gradagg_options;
 
 /* A tensor: host memory (gradagg_aggregate, float32 only) or device memory of the rank's current GPU. */

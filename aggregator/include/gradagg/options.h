@@ -25,7 +25,8 @@ struct AggregatorOptions {
   // GRADAGG_TIMEOUT: seconds a rank waits in phase 2 for a peer before throwing TimeoutError naming it; 0 = for ever.
   double timeoutSeconds = 300.0;
   bool timing = false;  // GRADAGG_TIMING: measure per-phase times (LastStats)
-  int traceLevel = 0;   // GRADAGG_TRACE: 0 quiet, 1 configuration at start, 2 per-call phase times
+  int traceLevel = 0;   // GRADAGG_TRACE: 0 quiet, 1 configuration at start, 2 per-call phase times,
+                        // 3 also each call's host timeline of steps
 };
 
 // Returns `options` with every GRADAGG_* variable that is set applied. Throws UsageError for an unparsable value.

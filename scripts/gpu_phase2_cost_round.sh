@@ -6,8 +6,9 @@
 #   3. whole-call times of this build and, where given, an earlier one, interleaved, 3 rounds;
 #   4. settings: Open MPI's TCP transport (eager limit, links per peer) and the staging chunk, 4 MiB to 256 MiB, each
 #      variant against the defaults in the same run, 2 rounds interleaved.
-# PARTS (default "calls timeline times settings") picks the steps; ROUNDS (default 3) the rounds of step 3, SIZES its
-# sizes (default "-b 256K -e 64M -f 4"); MPI_OPTIONS are added to every mpirun.
+# PARTS (default "calls timeline times settings") picks the steps; ROUNDS the rounds of steps 3 and 4 (default 3 and 2),
+# SIZES the sizes of step 3 (default "-b 256K -e 64M -f 4"); MPI_OPTIONS are added to every mpirun; VARIANTS replaces
+# step 4's list ("label|mpirun options|gradagg options;...").
 # With one GPU both ranks share it through MPS (started here, stopped at the end), so that neither waits for the
 # other's time slice; with two or more, one GPU each.
 #
@@ -73,7 +74,8 @@ sizes=(${SIZES:--b 256K -e 64M -f 4} -w 5 -n 50)
     2>&1 || status=1
 done
 # 4. Settings: label|mpirun options|gradagg options.
-variants=(
+# shellcheck disable=SC2206
+[ -n "${VARIANTS:-}" ] && IFS=';' read -r -a variants <<<"$VARIANTS" || variants=(
   "defaults||"
   "eager 1 MiB|--mca btl_tcp_eager_limit 1048576 --mca btl_tcp_rndv_eager_limit 1048576|"
   "2 links|--mca btl_tcp_links 2|"
@@ -81,7 +83,7 @@ variants=(
   "4 links, eager 1 MiB|--mca btl_tcp_links 4 --mca btl_tcp_eager_limit 1048576 --mca btl_tcp_rndv_eager_limit 1048576|"
   "chunk 1 MiB||--staging-chunk 1M"
   "chunk 16 MiB||--staging-chunk 16M")
-[[ $parts == *" settings "* ]] && for round in 1 2; do
+[[ $parts == *" settings "* ]] && for round in $(seq "${ROUNDS:-2}"); do
   for index in "${!variants[@]}"; do
     IFS='|' read -r label mpi_options gradagg_options <<<"${variants[$index]}"
     echo "# $label" > "$out/settings_${index}_$round.log"

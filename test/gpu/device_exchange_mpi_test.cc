@@ -1,0 +1,134 @@
+// The staged device exchange on its own (mpi_glue/cuda/device_exchange.h): bytes from every peer land in device
+// memory, onReady's work queued behind them sees them though Run does not wait for the stream, the pinned pool is
+// reused across rounds of changing sizes, and a peer that never comes ends in TimeoutError with the stream drained.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gradagg/device_gradient.h"
+#include "gradagg/errors.h"
+#include "ground/cuda/device_memory.h"
+#include "mpi_glue/cuda/device_exchange.h"
+#include "test/gpu/one_gpu_per_rank.h"
+
+namespace gradagg::test {
+namespace {
+
+class DeviceExchangeTest : public OneGpuPerRank {};
+
+// The byte at `index` of what `from` sends `to` in round `round`.
+unsigned char Pattern(int from, int to, size_t round, size_t index) {
+  return static_cast<unsigned char>(from * 131 + to * 31 + round * 7 + index * 13 + (index >> 8));
+}
+
+// Waits at most `seconds` for the stream to finish; true if it did.
+bool Drains(cudaStream_t stream, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    const cudaError_t status = cudaStreamQuery(stream);
+    if (status == cudaSuccess) return true;
+    if (status != cudaErrorNotReady) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+// Several rounds of sizes that grow and shrink, with the smallest chunks: many per message. onReady(p) copies
+// p's receive buffer on the stream into a buffer of its own, so the test sees what onReady's work saw.
+TEST_F(DeviceExchangeTest, StagedRoundsDeliverEveryByteToWorkQueuedInOnReady) {
+  const int rank = WorldRank();
+  const int size = WorldSize();
+  const std::unique_ptr<DeviceExchange> exchange = MakeDeviceExchange(false, kMinStagingChunkBytes, 30.0);
+  size_t round = 0;
+  for (size_t bytes : {size_t{100}, size_t{3 * kMinStagingChunkBytes + 17}, size_t{5}, size_t{70001}, size_t{4096}}) {
+    ++round;
+    DeviceBuffer outgoing(bytes * static_cast<size_t>(size));
+    DeviceBuffer incoming(bytes * static_cast<size_t>(size));
+    DeviceBuffer seen(bytes * static_cast<size_t>(size));
+    std::vector<unsigned char> pattern(bytes * static_cast<size_t>(size));
+    std::vector<SendBuffer> sends(static_cast<size_t>(size));
+    std::vector<ReceiveBuffer> receives(static_cast<size_t>(size));
+    for (int peer = 0; peer < size; ++peer) {
+      for (size_t i = 0; i < bytes; ++i) pattern[static_cast<size_t>(peer) * bytes + i] = Pattern(rank, peer, round, i);
+      if (peer == rank) continue;
+      sends[static_cast<size_t>(peer)] = {outgoing.as<unsigned char>() + static_cast<size_t>(peer) * bytes, bytes};
+      receives[static_cast<size_t>(peer)] = {incoming.as<unsigned char>() + static_cast<size_t>(peer) * bytes, bytes};
+    }
+    ASSERT_EQ(cudaMemcpyAsync(outgoing.get(), pattern.data(), pattern.size(), cudaMemcpyHostToDevice, stream_),
+              cudaSuccess);
+    std::vector<int> order;
+    exchange->Run(
+        MPI_COMM_WORLD, 5, sends, receives, stream_,
+        [&](int peer) {
+          order.push_back(peer);
+          if (peer == rank) return;
+          const size_t offset = static_cast<size_t>(peer) * bytes;
+          ASSERT_EQ(cudaMemcpyAsync(seen.as<unsigned char>() + offset, incoming.as<unsigned char>() + offset, bytes,
+                                    cudaMemcpyDeviceToDevice, stream_),
+                    cudaSuccess);
+        },
+        "the test round", nullptr, nullptr);
+    std::vector<int> expectedOrder;
+    for (int peer = 0; peer < size; ++peer) expectedOrder.push_back(peer);
+    EXPECT_EQ(order, expectedOrder) << bytes << " bytes";
+    std::vector<unsigned char> host(bytes * static_cast<size_t>(size));
+    ASSERT_EQ(cudaMemcpyAsync(host.data(), seen.get(), host.size(), cudaMemcpyDeviceToHost, stream_), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer == rank) continue;
+      size_t wrong = 0;
+      for (size_t i = 0; i < bytes; ++i)
+        wrong += host[static_cast<size_t>(peer) * bytes + i] != Pattern(peer, rank, round, i);
+      EXPECT_EQ(wrong, 0u) << bytes << " bytes from rank " << peer;
+    }
+  }
+}
+
+// The last rank never joins: every other rank throws TimeoutError naming it about a second after the deadline's
+// start, and leaves nothing on its stream that waits for that rank.
+TEST_F(DeviceExchangeTest, APeerThatNeverComesTimesOutAndTheStreamDrains) {
+  if (WorldSize() < 2) GTEST_SKIP() << "needs two ranks";
+  MPI_Comm comm = MPI_COMM_NULL;
+  ASSERT_EQ(MPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);  // its own: the abandoned round cannot leak into others
+  const int rank = WorldRank();
+  const int size = WorldSize();
+  const int absent = size - 1;
+  if (rank != absent) {
+    const size_t bytes = 3 * kMinStagingChunkBytes;
+    DeviceBuffer outgoing(bytes);
+    DeviceBuffer incoming(bytes * static_cast<size_t>(size));
+    std::vector<SendBuffer> sends(static_cast<size_t>(size));
+    std::vector<ReceiveBuffer> receives(static_cast<size_t>(size));
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer == rank) continue;
+      sends[static_cast<size_t>(peer)] = {outgoing.get(), bytes};
+      receives[static_cast<size_t>(peer)] = {incoming.as<unsigned char>() + static_cast<size_t>(peer) * bytes, bytes};
+    }
+    const std::unique_ptr<DeviceExchange> exchange = MakeDeviceExchange(false, kMinStagingChunkBytes, 1.0);
+    const double start = MPI_Wtime();
+    try {
+      exchange->Run(
+          comm, 9, sends, receives, stream_, [](int) {}, "the test round", nullptr, nullptr);
+      ADD_FAILURE() << "no timeout";
+    } catch (const TimeoutError& error) {
+      const std::string text = error.what();
+      EXPECT_NE(text.find("the test round"), std::string::npos) << text;
+      EXPECT_NE(text.find("rank " + std::to_string(absent)), std::string::npos) << text;
+    }
+    const double waited = MPI_Wtime() - start;
+    EXPECT_GE(waited, 1.0);
+    EXPECT_LT(waited, 2.5);
+    EXPECT_TRUE(Drains(stream_, 5.0)) << "the stream still waits for the absent rank's chunks";
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // the absent rank comes now, after everyone gave up; it sends nothing
+  MPI_Comm_free(&comm);
+}
+
+}  // namespace
+}  // namespace gradagg::test

@@ -9,7 +9,11 @@ collectives, timed in the same run, and one table of the ratios with the phase t
      to its TCP transport, gradagg's staged exchange; 1 bit vs ncclAllReduce and MPI_Allreduce, 1 MiB to 1 GiB.
      Skipped (and said so) where fewer than 2 GPUs are visible.
 
-  scripts/network_bound_round.py OUT_DIR [--bin DIR] [--parts cpu,gpu] [--iters N]
+  scripts/network_bound_round.py OUT_DIR [--bin DIR] [--parts cpu,gpu] [--iters N] [--eager-limit BYTES]
+
+Open MPI's TCP eager limit is raised to 1 MiB by default (--eager-limit 0 keeps Open MPI's 64 KiB), as README
+recommends for 1-bit traffic: a few MiB of gradient make 1-bit messages of tens of KB, which would otherwise each
+wait for a rendezvous round trip. It applies to gradagg and MPI_Allreduce alike; NCCL does not use it.
 
 Writes OUT_DIR/summary.md (the table, with the commands) and each run's JSON and log. Exit status 0 only if every
 part that ran succeeded.
@@ -35,6 +39,8 @@ def parse_args(argv):
     parser.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"), help="where gradagg is")
     parser.add_argument("--parts", default="cpu,gpu", help="which comparisons: cpu, gpu or both (default)")
     parser.add_argument("--iters", type=int, default=5, help="timed calls per size (default 5)")
+    parser.add_argument("--eager-limit", type=int, default=1 << 20,
+                        help="Open MPI's TCP eager limit in bytes (default 1 MiB; 0: Open MPI's own)")
     args = parser.parse_args(argv)
     args.parts = [p for p in args.parts.split(",") if p]
     unknown = [p for p in args.parts if p not in ("cpu", "gpu")]
@@ -42,6 +48,8 @@ def parse_args(argv):
         parser.error(f"--parts takes cpu, gpu or cpu,gpu, not '{','.join(unknown) or args.parts}'")
     if args.iters < 1:
         parser.error("--iters must be at least 1")
+    if args.eager_limit < 0:
+        parser.error("--eager-limit must be 0 or more bytes")
     return args
 
 
@@ -106,6 +114,8 @@ def main(argv):
         sys.exit(f"network_bound_round: no gradagg in {args.bin} (build first: scripts/build.sh)")
     sections, commands, failed = [], [], False
     common = ["--bits", "1", "-n", str(args.iters), "-w", "1"]
+    eager = [] if args.eager_limit == 0 else ["--mca", "btl_tcp_eager_limit", str(args.eager_limit), "--mca",
+                                              "btl_tcp_rndv_eager_limit", str(args.eager_limit)]
 
     if "cpu" in args.parts:
         rows = []
@@ -113,7 +123,7 @@ def main(argv):
                                                           ["--mca", "btl_tcp_progress_thread", "1"])):
             json_path = os.path.join(os.path.abspath(args.out), name + ".json")
             command = [os.path.join(ROOT, "scripts", "emulated_cluster.sh"), "--nodes", "4", "--slots", "1", "--rate",
-                       "1gbit", "--", *extra, "-np", "4", gradagg, "--device", "cpu", *common, "-b", "4M", "-e",
+                       "1gbit", "--", *eager, *extra, "-np", "4", gradagg, "--device", "cpu", *common, "-b", "4M", "-e",
                        "64M", "-f", "4", "--json", json_path]
             commands.append(" ".join(command))
             results = run(name, command, {}, args.out)
@@ -132,7 +142,7 @@ def main(argv):
             name = "gpu_2x1_tcp_loopback"
             json_path = os.path.join(os.path.abspath(args.out), name + ".json")
             env = {**SOCKET_ENV, "LD_LIBRARY_PATH": args.bin + ":" + os.environ.get("LD_LIBRARY_PATH", "")}
-            command = ["mpirun", "--allow-run-as-root", "--bind-to", "none", *TCP_MCA, "-x", "LD_LIBRARY_PATH",
+            command = ["mpirun", "--allow-run-as-root", "--bind-to", "none", *TCP_MCA, *eager, "-x", "LD_LIBRARY_PATH",
                        *[x for key in SOCKET_ENV for x in ("-x", key)], "-np", "2",
                        os.path.join(ROOT, "scripts", "bind_local_gpu.sh"), gradagg, "--device", "cuda",
                        "--ranks-per-node", "1", "--cuda-aware-mpi", "off", *common, "-b", "1M", "-e", "1G", "-f", "4",

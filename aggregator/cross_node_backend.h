@@ -37,6 +37,8 @@ class CrossNodeBackend {
   virtual ~CrossNodeBackend() = default;
 
   virtual BackendMemory Allocate(size_t bytes) = 0;
+  // Memory for the exchange's messages (wire images), zeroed; after SetLayouts, which may choose its kind by size.
+  virtual BackendMemory AllocateMessages(size_t bytes) = 0;
   virtual void Zero(void* memory, size_t bytes) = 0;  // done on return
   virtual size_t SlotAlignment() const = 0;           // receive slots start on multiples of this many bytes
   virtual const char* transport() const = 0;          // how the exchange moves bytes, for the trace

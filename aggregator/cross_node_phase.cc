@@ -38,9 +38,9 @@ void CrossNodePhase::Reshape(const BucketLayout& layout) {
   stripeResidual_ = backend.Allocate(layout.elements() * sizeof(float));
   ownResidual_ = backend.Allocate(ownBytes);
   ownSum_ = backend.Allocate(ownBytes);
-  stripeWire_ = backend.Allocate(RoundUp(plan_.stripeWireBytes, alignment));
-  ownWire_ = backend.Allocate(ownSlotBytes_);
-  received_ = backend.Allocate(ownSlotBytes_ * position_.nodes);
+  stripeWire_ = backend.AllocateMessages(RoundUp(plan_.stripeWireBytes, alignment));
+  ownWire_ = backend.AllocateMessages(ownSlotBytes_);
+  received_ = backend.AllocateMessages(ownSlotBytes_ * position_.nodes);
 }
 
 void CrossNodePhase::ResetResiduals() {

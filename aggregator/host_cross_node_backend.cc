@@ -23,6 +23,7 @@ class HostCrossNodeBackend final : public CrossNodeBackend {
     if (memory == nullptr) throw std::bad_alloc();
     return BackendMemory(memory, BackendFree{FreeHost});
   }
+  BackendMemory AllocateMessages(size_t bytes) override { return Allocate(bytes); }
   void Zero(void* memory, size_t bytes) override {
     if (bytes > 0) std::memset(memory, 0, bytes);
   }

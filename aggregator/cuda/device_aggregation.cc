@@ -104,7 +104,8 @@ GpuPath::GpuPath(const NodeTopology& topology, const AggregatorOptions& options)
     if (topology.rank() == 0 && transport_.forcedAgainstMpi)
       std::fprintf(stderr, "gradagg: warning: CUDA-aware MPI %s\n", transport_.why.c_str());
     std::unique_ptr<DeviceCrossNodeBackend> backend = MakeDeviceCrossNodeBackend(
-        options, MakeDeviceExchange(transport_.cudaAware, options.stagingChunkBytes, options.timeoutSeconds));
+        options, MakeDeviceExchange(transport_.cudaAware, options.stagingChunkBytes, options.timeoutSeconds),
+        transport_.cudaAware ? nullptr : MakeMappedExchange(options.timeoutSeconds));
     crossBackend_ = backend.get();
     cross_ = std::make_unique<CrossNodePhase>(topology.cross(), options, std::move(backend));
   }

@@ -1,5 +1,6 @@
 #include "aggregator/cuda/device_cross_node_backend.h"
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -7,12 +8,14 @@
 #include "aggregator/partition.h"
 #include "ground/cuda/cuda_error.h"
 #include "ground/cuda/device_memory.h"
+#include "quantize/bucket_layout.h"
 #include "quantize/cuda/cuda_quantizer.h"
 
 namespace gradagg {
 namespace {
 
 void FreeDevice(void* memory) { cudaFree(memory); }
+void FreeMapped(void* memory) { cudaFreeHost(memory); }
 
 // Sums the GPU time of one kind of codec work in one call, when timing is on (events, so it stays asynchronous). The
 // events are made once and reused by later calls: creating them costs host time on the call's critical path.
@@ -59,10 +62,15 @@ class CodecTimer {
 
 class CudaCrossNodeBackend final : public DeviceCrossNodeBackend {
  public:
-  CudaCrossNodeBackend(const AggregatorOptions& options, std::unique_ptr<DeviceExchange> exchange)
+  CudaCrossNodeBackend(const AggregatorOptions& options, std::unique_ptr<DeviceExchange> exchange,
+                       std::unique_ptr<DeviceExchange> small)
       : quantizer_(QuantizerConfigOf(options)),
         exchange_(std::move(exchange)),
-        nonFinite_(sizeof(unsigned long long)) {}
+        small_(std::move(small)),
+        transport_(exchange_->name()),
+        nonFinite_(sizeof(unsigned long long)) {
+    if (small_) transport_ += std::string("; stripes of small messages: ") + small_->name();
+  }
 
   void UseStream(cudaStream_t stream) override { stream_ = stream; }
 
@@ -77,12 +85,21 @@ class CudaCrossNodeBackend final : public DeviceCrossNodeBackend {
     if (bytes > 0) GRADAGG_CUDA_CHECK(cudaMemset(memory, 0, bytes));
     GRADAGG_CUDA_CHECK(cudaDeviceSynchronize());
   }
+  BackendMemory AllocateMessages(size_t bytes) override {
+    if (!mapped_) return Allocate(bytes);
+    return BackendMemory(AllocateMappedMessages(bytes).release(), BackendFree{FreeMapped});
+  }
   size_t SlotAlignment() const override { return 16; }  // the kernels read wire images as 16-byte vectors
-  const char* transport() const override { return exchange_->name(); }
+  const char* transport() const override { return transport_.c_str(); }
 
   void SetLayouts(const std::vector<BucketLayout>& layouts) override {
     layouts_.clear();
-    for (const BucketLayout& layout : layouts) layouts_.push_back(quantizer_.Upload(layout));
+    size_t messageBytes = 0;
+    for (const BucketLayout& layout : layouts) {
+      layouts_.push_back(quantizer_.Upload(layout));
+      messageBytes += WireBytes(layout, quantizer_.config().bits);
+    }
+    mapped_ = small_ && messageBytes <= kMappedMessagesMaxBytes;
   }
   void Encode(const float* values, float* residual, size_t layout, void* wire) override {
     quantizer_.Encode(values, ElementType::kFloat32, residual, layouts_[layout], wire, stream_);
@@ -104,7 +121,7 @@ class CudaCrossNodeBackend final : public DeviceCrossNodeBackend {
                 const std::vector<ReceiveBuffer>& receives, const std::function<void(int)>& beforeSend,
                 const std::function<void()>& afterSends, const std::function<void(int)>& onReady,
                 const char* what) override {
-    exchange_->Run(cross, tag, sends, receives, stream_, onReady, what, beforeSend, afterSends);
+    (mapped_ ? small_ : exchange_)->Run(cross, tag, sends, receives, stream_, onReady, what, beforeSend, afterSends);
   }
 
   void StartCall(bool timing) override {
@@ -131,6 +148,9 @@ class CudaCrossNodeBackend final : public DeviceCrossNodeBackend {
  private:
   CudaQuantizer quantizer_;
   std::unique_ptr<DeviceExchange> exchange_;
+  std::unique_ptr<DeviceExchange> small_;  // may be null
+  std::string transport_;
+  bool mapped_ = false;     // this shape's messages are in mapped memory, exchanged through small_
   DeviceBuffer nonFinite_;  // the non-finite buckets the counted decodes met
   std::vector<DeviceBucketLayout> layouts_;
   cudaStream_t stream_ = nullptr;
@@ -141,8 +161,9 @@ class CudaCrossNodeBackend final : public DeviceCrossNodeBackend {
 }  // namespace
 
 std::unique_ptr<DeviceCrossNodeBackend> MakeDeviceCrossNodeBackend(const AggregatorOptions& options,
-                                                                   std::unique_ptr<DeviceExchange> exchange) {
-  return std::make_unique<CudaCrossNodeBackend>(options, std::move(exchange));
+                                                                   std::unique_ptr<DeviceExchange> exchange,
+                                                                   std::unique_ptr<DeviceExchange> small) {
+  return std::make_unique<CudaCrossNodeBackend>(options, std::move(exchange), std::move(small));
 }
 
 }  // namespace gradagg

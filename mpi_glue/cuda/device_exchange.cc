@@ -1,6 +1,7 @@
 #include "mpi_glue/cuda/device_exchange.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -45,6 +46,65 @@ class CudaAwareExchange final : public DeviceExchange {
 
  private:
   double timeoutSeconds_;
+};
+
+class MappedExchange final : public DeviceExchange {
+ public:
+  explicit MappedExchange(double timeoutSeconds) : timeoutSeconds_(timeoutSeconds) {}
+  ~MappedExchange() override {
+    for (cudaEvent_t event : events_) cudaEventDestroy(event);
+    if (buffersFree_ != nullptr) {
+      cudaEventSynchronize(buffersFree_);  // nothing queued may read the messages once their owner frees them
+      cudaEventDestroy(buffersFree_);
+    }
+  }
+
+  void Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends, const std::vector<ReceiveBuffer>& receives,
+           cudaStream_t stream, const std::function<void(int)>& onReady, const char* what,
+           const std::function<void(int)>& beforeSend, const std::function<void()>& afterSends) override {
+    int rank = 0, size = 0;
+    CheckShape(comm, sends, receives, rank, size);
+    // The last run's queued work may still read its receive buffers: MPI writes them again only once it is done.
+    if (buffersFree_ == nullptr) {
+      GRADAGG_CUDA_CHECK(cudaEventCreateWithFlags(&buffersFree_, cudaEventDisableTiming));
+    } else {
+      GRADAGG_CUDA_CHECK(cudaEventSynchronize(buffersFree_));
+    }
+    // 1. Every message produced in sending order, an event after each: it leaves once the event has fired (the
+    //    kernels wrote it in place, and an event's completion makes their writes visible to the host).
+    const std::vector<int> sendOrder = SendingOrder(rank, size);
+    std::vector<int> ready;  // the peers whose message has an event, in order
+    for (int peer : sendOrder) {
+      if (sends[static_cast<size_t>(peer)].bytes == 0) continue;
+      if (beforeSend) beforeSend(peer);
+      while (events_.size() <= ready.size()) {
+        cudaEvent_t event = nullptr;
+        GRADAGG_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+        events_.push_back(event);
+      }
+      GRADAGG_CUDA_CHECK(cudaEventRecord(events_[ready.size()], stream));
+      ready.push_back(peer);
+    }
+    if (afterSends) afterSends();
+    call_timeline::Note("messages queued");
+    // 2-3. ExchangeInRankOrder on the host addresses, each send once its event has fired; onReady(p) queues work that
+    //      reads p's message in place.
+    size_t next = 0;
+    const auto produce = [&](int peer) {
+      while (ready[next] != peer) ++next;  // sends come in sendOrder, as the events were recorded
+      GRADAGG_CUDA_CHECK(cudaEventSynchronize(events_[next]));
+    };
+    ExchangeInRankOrder(comm, tag, sends, receives, onReady, kDefaultMaxMessageBytes, timeoutSeconds_, what, produce);
+    GRADAGG_CUDA_CHECK(cudaEventRecord(buffersFree_, stream));
+  }
+  const char* name() const override {
+    return "pinned host memory, mapped: the codec reads and writes messages in place";
+  }
+
+ private:
+  double timeoutSeconds_;
+  std::vector<cudaEvent_t> events_;
+  cudaEvent_t buffersFree_ = nullptr;
 };
 
 class StagedExchange final : public DeviceExchange {
@@ -268,6 +328,23 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
 }
 
 }  // namespace
+
+std::unique_ptr<void, CudaFreeHost> AllocateMappedMessages(size_t bytes) {
+  void* memory = nullptr;
+  GRADAGG_CUDA_CHECK(cudaHostAlloc(&memory, bytes > 0 ? bytes : 1, cudaHostAllocMapped));
+  std::unique_ptr<void, CudaFreeHost> owned(memory);
+  void* onDevice = nullptr;
+  GRADAGG_CUDA_CHECK(cudaHostGetDevicePointer(&onDevice, memory, 0));
+  if (onDevice != memory)
+    throw CudaError("mapped pinned memory has another address on the device", cudaErrorInvalidValue, __FILE__,
+                    __LINE__);
+  std::memset(memory, 0, bytes);
+  return owned;
+}
+
+std::unique_ptr<DeviceExchange> MakeMappedExchange(double timeoutSeconds) {
+  return std::make_unique<MappedExchange>(timeoutSeconds);
+}
 
 std::unique_ptr<DeviceExchange> MakeDeviceExchange(bool cudaAware, size_t chunkBytes, double timeoutSeconds) {
   if (cudaAware) return std::make_unique<CudaAwareExchange>(timeoutSeconds);

@@ -1,6 +1,9 @@
 // ExchangeInRankOrder (mpi_glue/ordered_exchange.h) for buffers in device memory, through one of two transports:
 //
 // - CudaAwareExchange: device pointers go straight to MPI_Isend/MPI_Irecv (the MPI must be CUDA-aware);
+// - MappedExchange: every message lives in mapped pinned host memory (cudaHostAllocMapped: one address for host and
+//   device), so the kernels write and read messages in place and MPI moves them from host memory, with no copies:
+//   each message leaves once an event recorded after its producer has fired;
 // - StagedExchange: through pooled pinned host memory, each message cut into chunks so that the device-to-host
 //   copy of one chunk, the MPI traffic of another and the host-to-device copy of a third overlap:
 //     1. every send's chunks are copied to pinned memory on `stream`, an event after each;
@@ -23,6 +26,7 @@
 #include <memory>
 #include <vector>
 
+#include "ground/cuda/device_memory.h"
 #include "mpi_glue/ordered_exchange.h"
 
 namespace gradagg {
@@ -46,5 +50,12 @@ class DeviceExchange {
 // cudaAware: the CUDA-aware transport; else the staged one with chunks of `chunkBytes` (at least
 // kMinStagingChunkBytes). Waits end after `timeoutSeconds` (0: never).
 std::unique_ptr<DeviceExchange> MakeDeviceExchange(bool cudaAware, size_t chunkBytes, double timeoutSeconds);
+
+// The mapped transport, for buffers from AllocateMappedMessages.
+std::unique_ptr<DeviceExchange> MakeMappedExchange(double timeoutSeconds);
+
+// Zeroed mapped pinned host memory whose address kernels may use as it is (unified addressing); freed with its
+// holder. Throws CudaError where the device would see it at another address.
+std::unique_ptr<void, CudaFreeHost> AllocateMappedMessages(size_t bytes);
 
 }  // namespace gradagg

@@ -1,12 +1,13 @@
-// The staged device exchange on its own (mpi_glue/cuda/device_exchange.h): bytes from every peer land in device
-// memory, onReady's work queued behind them sees them though Run does not wait for the stream, the pinned pool is
-// reused across rounds of changing sizes, and a peer that never comes ends in TimeoutError with the stream drained.
+// The staged and mapped device exchanges on their own (mpi_glue/cuda/device_exchange.h): bytes from every peer reach
+// the work onReady queues, though Run does not wait for the stream; pools and events are reused across rounds of
+// changing sizes; and a peer that never comes ends in TimeoutError with the stream drained.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,7 +21,22 @@
 namespace gradagg::test {
 namespace {
 
-class DeviceExchangeTest : public OneGpuPerRank {};
+// The two host-staged transports, by name: "staged" (messages in device memory, copied through a pinned pool) and
+// "mapped" (messages in mapped pinned memory, read and written in place).
+class DeviceExchangeTest : public OneGpuPerRank, public ::testing::WithParamInterface<const char*> {
+ protected:
+  bool Mapped() const { return std::string(GetParam()) == "mapped"; }
+  std::unique_ptr<DeviceExchange> Exchange(double timeoutSeconds) const {
+    return Mapped() ? MakeMappedExchange(timeoutSeconds)
+                    : MakeDeviceExchange(false, kMinStagingChunkBytes, timeoutSeconds);
+  }
+  // Memory for messages of the transport's kind.
+  std::shared_ptr<void> Messages(size_t bytes) const {
+    if (Mapped()) return std::shared_ptr<void>(AllocateMappedMessages(bytes));
+    auto buffer = std::make_shared<DeviceBuffer>(bytes);
+    return std::shared_ptr<void>(buffer, buffer->get());
+  }
+};
 
 // The byte at `index` of what `from` sends `to` in round `round`.
 unsigned char Pattern(int from, int to, size_t round, size_t index) {
@@ -41,15 +57,17 @@ bool Drains(cudaStream_t stream, double seconds) {
 
 // Several rounds of sizes that grow and shrink, with the smallest chunks: many per message. onReady(p) copies
 // p's receive buffer on the stream into a buffer of its own, so the test sees what onReady's work saw.
-TEST_F(DeviceExchangeTest, StagedRoundsDeliverEveryByteToWorkQueuedInOnReady) {
+TEST_P(DeviceExchangeTest, RoundsOfChangingSizesDeliverEveryByteToWorkQueuedInOnReady) {
   const int rank = WorldRank();
   const int size = WorldSize();
-  const std::unique_ptr<DeviceExchange> exchange = MakeDeviceExchange(false, kMinStagingChunkBytes, 30.0);
+  const std::unique_ptr<DeviceExchange> exchange = Exchange(30.0);
   size_t round = 0;
   for (size_t bytes : {size_t{100}, size_t{3 * kMinStagingChunkBytes + 17}, size_t{5}, size_t{70001}, size_t{4096}}) {
     ++round;
-    DeviceBuffer outgoing(bytes * static_cast<size_t>(size));
-    DeviceBuffer incoming(bytes * static_cast<size_t>(size));
+    const std::shared_ptr<void> outgoingMemory = Messages(bytes * static_cast<size_t>(size));
+    const std::shared_ptr<void> incomingMemory = Messages(bytes * static_cast<size_t>(size));
+    auto* outgoing = static_cast<unsigned char*>(outgoingMemory.get());
+    auto* incoming = static_cast<unsigned char*>(incomingMemory.get());
     DeviceBuffer seen(bytes * static_cast<size_t>(size));
     std::vector<unsigned char> pattern(bytes * static_cast<size_t>(size));
     std::vector<SendBuffer> sends(static_cast<size_t>(size));
@@ -57,11 +75,10 @@ TEST_F(DeviceExchangeTest, StagedRoundsDeliverEveryByteToWorkQueuedInOnReady) {
     for (int peer = 0; peer < size; ++peer) {
       for (size_t i = 0; i < bytes; ++i) pattern[static_cast<size_t>(peer) * bytes + i] = Pattern(rank, peer, round, i);
       if (peer == rank) continue;
-      sends[static_cast<size_t>(peer)] = {outgoing.as<unsigned char>() + static_cast<size_t>(peer) * bytes, bytes};
-      receives[static_cast<size_t>(peer)] = {incoming.as<unsigned char>() + static_cast<size_t>(peer) * bytes, bytes};
+      sends[static_cast<size_t>(peer)] = {outgoing + static_cast<size_t>(peer) * bytes, bytes};
+      receives[static_cast<size_t>(peer)] = {incoming + static_cast<size_t>(peer) * bytes, bytes};
     }
-    ASSERT_EQ(cudaMemcpyAsync(outgoing.get(), pattern.data(), pattern.size(), cudaMemcpyHostToDevice, stream_),
-              cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(outgoing, pattern.data(), pattern.size(), cudaMemcpyDefault, stream_), cudaSuccess);
     std::vector<int> order;
     exchange->Run(
         MPI_COMM_WORLD, 5, sends, receives, stream_,
@@ -69,9 +86,9 @@ TEST_F(DeviceExchangeTest, StagedRoundsDeliverEveryByteToWorkQueuedInOnReady) {
           order.push_back(peer);
           if (peer == rank) return;
           const size_t offset = static_cast<size_t>(peer) * bytes;
-          ASSERT_EQ(cudaMemcpyAsync(seen.as<unsigned char>() + offset, incoming.as<unsigned char>() + offset, bytes,
-                                    cudaMemcpyDeviceToDevice, stream_),
-                    cudaSuccess);
+          ASSERT_EQ(
+              cudaMemcpyAsync(seen.as<unsigned char>() + offset, incoming + offset, bytes, cudaMemcpyDefault, stream_),
+              cudaSuccess);
         },
         "the test round", nullptr, nullptr);
     std::vector<int> expectedOrder;
@@ -92,7 +109,7 @@ TEST_F(DeviceExchangeTest, StagedRoundsDeliverEveryByteToWorkQueuedInOnReady) {
 
 // The last rank never joins: every other rank throws TimeoutError naming it about a second after the deadline's
 // start, and leaves nothing on its stream that waits for that rank.
-TEST_F(DeviceExchangeTest, APeerThatNeverComesTimesOutAndTheStreamDrains) {
+TEST_P(DeviceExchangeTest, APeerThatNeverComesTimesOutAndTheStreamDrains) {
   if (WorldSize() < 2) GTEST_SKIP() << "needs two ranks";
   MPI_Comm comm = MPI_COMM_NULL;
   ASSERT_EQ(MPI_Comm_dup(MPI_COMM_WORLD, &comm), MPI_SUCCESS);  // its own: the abandoned round cannot leak into others
@@ -101,16 +118,17 @@ TEST_F(DeviceExchangeTest, APeerThatNeverComesTimesOutAndTheStreamDrains) {
   const int absent = size - 1;
   if (rank != absent) {
     const size_t bytes = 3 * kMinStagingChunkBytes;
-    DeviceBuffer outgoing(bytes);
-    DeviceBuffer incoming(bytes * static_cast<size_t>(size));
+    const std::shared_ptr<void> outgoing = Messages(bytes);
+    const std::shared_ptr<void> incomingMemory = Messages(bytes * static_cast<size_t>(size));
+    auto* incoming = static_cast<unsigned char*>(incomingMemory.get());
     std::vector<SendBuffer> sends(static_cast<size_t>(size));
     std::vector<ReceiveBuffer> receives(static_cast<size_t>(size));
     for (int peer = 0; peer < size; ++peer) {
       if (peer == rank) continue;
       sends[static_cast<size_t>(peer)] = {outgoing.get(), bytes};
-      receives[static_cast<size_t>(peer)] = {incoming.as<unsigned char>() + static_cast<size_t>(peer) * bytes, bytes};
+      receives[static_cast<size_t>(peer)] = {incoming + static_cast<size_t>(peer) * bytes, bytes};
     }
-    const std::unique_ptr<DeviceExchange> exchange = MakeDeviceExchange(false, kMinStagingChunkBytes, 1.0);
+    const std::unique_ptr<DeviceExchange> exchange = Exchange(1.0);
     const double start = MPI_Wtime();
     try {
       exchange->Run(
@@ -129,6 +147,8 @@ TEST_F(DeviceExchangeTest, APeerThatNeverComesTimesOutAndTheStreamDrains) {
   MPI_Barrier(MPI_COMM_WORLD);  // the absent rank comes now, after everyone gave up; it sends nothing
   MPI_Comm_free(&comm);
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, DeviceExchangeTest, ::testing::Values("staged", "mapped"));
 
 }  // namespace
 }  // namespace gradagg::test

@@ -25,7 +25,7 @@ export LD_LIBRARY_PATH="$bin:${LD_LIBRARY_PATH:-}"
 status=0
 
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
-# shellcheck disable=SC2206
+# shellcheck disable=SC2206,SC2054
 launch=(mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 --mca btl tcp,self
   --mca btl_tcp_if_include lo ${MPI_OPTIONS:-} -x LD_LIBRARY_PATH -np 2)
 if [ "$gpus" -ge 2 ]; then

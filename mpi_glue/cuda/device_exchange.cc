@@ -24,6 +24,57 @@ void CheckShape(MPI_Comm comm, const std::vector<SendBuffer>& sends, const std::
     throw std::invalid_argument("DeviceExchange: need one send and one receive entry per rank");
 }
 
+// Events made on first use and reused by index across runs (one per message or chunk of a run), destroyed with the
+// pool.
+class EventPool {
+ public:
+  EventPool() = default;
+  EventPool(const EventPool&) = delete;
+  EventPool& operator=(const EventPool&) = delete;
+  ~EventPool() {
+    for (cudaEvent_t event : events_) cudaEventDestroy(event);
+  }
+  cudaEvent_t operator[](size_t index) {
+    while (events_.size() <= index) {
+      cudaEvent_t event = nullptr;
+      GRADAGG_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+      events_.push_back(event);
+    }
+    return events_[index];
+  }
+
+ private:
+  std::vector<cudaEvent_t> events_;
+};
+
+// Host memory that work a run left queued on its stream may still read (a run returns without waiting for its
+// stream). Release marks where that work ends; Wait, before anything writes the memory again, blocks until it is done
+// (at once where nothing is pending); the destructor waits too.
+class ReuseGuard {
+ public:
+  ReuseGuard() = default;
+  ReuseGuard(const ReuseGuard&) = delete;
+  ReuseGuard& operator=(const ReuseGuard&) = delete;
+  ~ReuseGuard() {
+    if (pending_) cudaEventSynchronize(done_);
+    if (done_ != nullptr) cudaEventDestroy(done_);
+  }
+  void Release(cudaStream_t stream) {
+    if (done_ == nullptr) GRADAGG_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+    GRADAGG_CUDA_CHECK(cudaEventRecord(done_, stream));
+    pending_ = true;
+  }
+  void Wait() {
+    if (!pending_) return;
+    GRADAGG_CUDA_CHECK(cudaEventSynchronize(done_));
+    pending_ = false;
+  }
+
+ private:
+  cudaEvent_t done_ = nullptr;
+  bool pending_ = false;
+};
+
 class CudaAwareExchange final : public DeviceExchange {
  public:
   explicit CudaAwareExchange(double timeoutSeconds) : timeoutSeconds_(timeoutSeconds) {}
@@ -51,25 +102,13 @@ class CudaAwareExchange final : public DeviceExchange {
 class MappedExchange final : public DeviceExchange {
  public:
   explicit MappedExchange(double timeoutSeconds) : timeoutSeconds_(timeoutSeconds) {}
-  ~MappedExchange() override {
-    for (cudaEvent_t event : events_) cudaEventDestroy(event);
-    if (buffersFree_ != nullptr) {
-      cudaEventSynchronize(buffersFree_);  // nothing queued may read the messages once their owner frees them
-      cudaEventDestroy(buffersFree_);
-    }
-  }
 
   void Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends, const std::vector<ReceiveBuffer>& receives,
            cudaStream_t stream, const std::function<void(int)>& onReady, const char* what,
            const std::function<void(int)>& beforeSend, const std::function<void()>& afterSends) override {
     int rank = 0, size = 0;
     CheckShape(comm, sends, receives, rank, size);
-    // The last run's queued work may still read its receive buffers: MPI writes them again only once it is done.
-    if (buffersFree_ == nullptr) {
-      GRADAGG_CUDA_CHECK(cudaEventCreateWithFlags(&buffersFree_, cudaEventDisableTiming));
-    } else {
-      GRADAGG_CUDA_CHECK(cudaEventSynchronize(buffersFree_));
-    }
+    receivesRead_.Wait();  // MPI writes the receive buffers only once the last run's queued work has read them
     // 1. Every message produced in sending order, an event after each: it leaves once the event has fired (the
     //    kernels wrote it in place, and an event's completion makes their writes visible to the host).
     const std::vector<int> sendOrder = SendingOrder(rank, size);
@@ -77,11 +116,6 @@ class MappedExchange final : public DeviceExchange {
     for (int peer : sendOrder) {
       if (sends[static_cast<size_t>(peer)].bytes == 0) continue;
       if (beforeSend) beforeSend(peer);
-      while (events_.size() <= ready.size()) {
-        cudaEvent_t event = nullptr;
-        GRADAGG_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-        events_.push_back(event);
-      }
       GRADAGG_CUDA_CHECK(cudaEventRecord(events_[ready.size()], stream));
       ready.push_back(peer);
     }
@@ -95,7 +129,7 @@ class MappedExchange final : public DeviceExchange {
       GRADAGG_CUDA_CHECK(cudaEventSynchronize(events_[next]));
     };
     ExchangeInRankOrder(comm, tag, sends, receives, onReady, kDefaultMaxMessageBytes, timeoutSeconds_, what, produce);
-    GRADAGG_CUDA_CHECK(cudaEventRecord(buffersFree_, stream));
+    receivesRead_.Release(stream);
   }
   const char* name() const override {
     return "pinned host memory, mapped: the codec reads and writes messages in place";
@@ -103,8 +137,8 @@ class MappedExchange final : public DeviceExchange {
 
  private:
   double timeoutSeconds_;
-  std::vector<cudaEvent_t> events_;
-  cudaEvent_t buffersFree_ = nullptr;
+  EventPool events_;  // one per message, after its producer
+  ReuseGuard receivesRead_;
 };
 
 class StagedExchange final : public DeviceExchange {
@@ -112,11 +146,6 @@ class StagedExchange final : public DeviceExchange {
   StagedExchange(size_t chunkBytes, double timeoutSeconds)
       : chunkBytes_(std::clamp<size_t>(chunkBytes, kMinStagingChunkBytes, static_cast<size_t>(INT32_MAX))),
         timeoutSeconds_(timeoutSeconds) {}
-  ~StagedExchange() override {
-    if (poolBusy_) cudaEventSynchronize(poolFree_);  // no copy may read the pool once it is freed
-    for (cudaEvent_t event : events_) cudaEventDestroy(event);
-    if (poolFree_ != nullptr) cudaEventDestroy(poolFree_);
-  }
 
   void Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends, const std::vector<ReceiveBuffer>& receives,
            cudaStream_t stream, const std::function<void(int)>& onReady, const char* what,
@@ -137,29 +166,21 @@ class StagedExchange final : public DeviceExchange {
     char* device;
   };
   char* Reserve(size_t bytes);
-  cudaEvent_t Event(size_t index);
-  void WaitForPool();
 
   size_t chunkBytes_;
   double timeoutSeconds_;
   std::unique_ptr<char, CudaFreeHost> pinned_;
   size_t pinnedBytes_ = 0;
-  std::vector<cudaEvent_t> events_;
-  // A run returns with its host-to-device copies possibly still reading the pool; poolFree_ fires once they are done.
-  cudaEvent_t poolFree_ = nullptr;
-  bool poolBusy_ = false;
+  EventPool events_;  // one per send chunk, after its copy out
+  // A run returns with its copies to the device possibly still reading the pool. Declared after pinned_, so that it
+  // is destroyed, and waits, before the pool is freed.
+  ReuseGuard poolRead_;
   cudaStream_t poolStream_ = nullptr;  // the stream of the last run's copies
 };
 
-void StagedExchange::WaitForPool() {
-  if (!poolBusy_) return;
-  GRADAGG_CUDA_CHECK(cudaEventSynchronize(poolFree_));
-  poolBusy_ = false;
-}
-
 char* StagedExchange::Reserve(size_t bytes) {
   if (bytes > pinnedBytes_) {
-    WaitForPool();
+    poolRead_.Wait();
     pinned_.reset();
     pinnedBytes_ = 0;
     void* memory = nullptr;
@@ -168,15 +189,6 @@ char* StagedExchange::Reserve(size_t bytes) {
     pinnedBytes_ = bytes;
   }
   return pinned_.get();
-}
-
-cudaEvent_t StagedExchange::Event(size_t index) {
-  while (events_.size() <= index) {
-    cudaEvent_t event = nullptr;
-    GRADAGG_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    events_.push_back(event);
-  }
-  return events_[index];
 }
 
 void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends,
@@ -211,7 +223,7 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
     receiveHost[static_cast<size_t>(peer)] = hostBytes;
     if (peer != rank) hostBytes += receives[static_cast<size_t>(peer)].bytes;
   }
-  if (stream != poolStream_) WaitForPool();  // copies on another stream would not queue behind the last run's
+  if (stream != poolStream_) poolRead_.Wait();  // copies on another stream would not queue behind the last run's
   poolStream_ = stream;
   char* host = Reserve(hostBytes);
 
@@ -228,7 +240,7 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
       const Chunk chunk{s, offset, std::min(chunkBytes_, sources[s].bytes - offset), sourceHost[s] + offset};
       GRADAGG_CUDA_CHECK(cudaMemcpyAsync(host + chunk.hostOffset, static_cast<const char*>(sources[s].data) + offset,
                                          chunk.bytes, cudaMemcpyDeviceToHost, stream));
-      GRADAGG_CUDA_CHECK(cudaEventRecord(Event(chunks.size()), stream));
+      GRADAGG_CUDA_CHECK(cudaEventRecord(events_[chunks.size()], stream));
       chunks.push_back(chunk);
     }
   }
@@ -238,7 +250,7 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
 
   // 2. Every receive chunk posted into pinned memory (same-tag messages between two ranks match in order), once the
   //    last run's copies out of it are done (the same stream has long passed them, as a rule).
-  WaitForPool();
+  poolRead_.Wait();
   std::vector<MPI_Request> receiveRequests;
   std::vector<PendingReceive> pending;
   std::vector<size_t> chunksLeft(static_cast<size_t>(size), 0);
@@ -315,15 +327,13 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
     throw;
   }
 
-  // 4. The pool is reused by the next run: every send must be finished here, and the next run waits for poolFree_
+  // 4. The pool is reused by the next run: every send must be finished here, and the next run waits on poolRead_
   //    before anything writes the pool again.
   if (!WaitAllBefore(deadline, sendRequests)) {
     AbandonRequests(sendRequests);
     throw TimeoutError(ExchangeTimeoutMessage(comm, what, timeoutSeconds_, std::vector<size_t>(chunksLeft.size(), 0)));
   }
-  if (poolFree_ == nullptr) GRADAGG_CUDA_CHECK(cudaEventCreateWithFlags(&poolFree_, cudaEventDisableTiming));
-  GRADAGG_CUDA_CHECK(cudaEventRecord(poolFree_, stream));
-  poolBusy_ = true;
+  poolRead_.Release(stream);
   call_timeline::Note("sends done");
 }
 

@@ -13,23 +13,13 @@
 #include "test/gpu/node_test_support.h"
 #include "test/gpu/one_gpu_per_rank.h"
 
-namespace gradagg {
+namespace gradagg::test {
 namespace {
 
-using test::Case;
-using test::CheckAllReduce;
-using test::InputBits;
-using test::kCounts;
-using test::kTypes;
-using test::RankOrderSum;
-using test::SameOnAllRanks;
-using test::WorldRank;
-using test::WorldSize;
-
-class GpuNodeTest : public test::OneGpuPerRank {
+class GpuNodeTest : public OneGpuPerRank {
  protected:
   static GpuNodeConfig Config(size_t oneShotMaxBytes, int forcedGroupSize = 0, double timeout = 20.0) {
-    return test::NodeConfig(oneShotMaxBytes, forcedGroupSize, timeout);
+    return NodeConfig(oneShotMaxBytes, forcedGroupSize, timeout);
   }
   // Two-shot reductions all-push whatever the group size (the default pushes on 2 GPUs only).
   static GpuNodeConfig AllPushConfig(double timeout = 20.0) {
@@ -321,4 +311,4 @@ TEST_F(GpuNodeTest, AStaleRegistrationIsNeverUsed) {
 }
 
 }  // namespace
-}  // namespace gradagg
+}  // namespace gradagg::test

@@ -14,20 +14,10 @@
 #include "test/gpu/node_test_support.h"
 #include "test/gpu/one_gpu_per_rank.h"
 
-namespace gradagg {
+namespace gradagg::test {
 namespace {
 
-using test::Case;
-using test::CheckAllReduce;
-using test::InputBits;
-using test::kCounts;
-using test::kTypes;
-using test::RankOrderSum;
-using test::SameOnAllRanks;
-using test::WorldRank;
-using test::WorldSize;
-
-class GroupChainTest : public test::OneGpuPerRank {};
+class GroupChainTest : public OneGpuPerRank {};
 
 // Every group size that makes two or more groups of the world's ranks.
 std::vector<int> ChainedGroupSizes() {
@@ -76,7 +66,7 @@ TEST_F(GroupChainTest, EveryForcedGroupingSumsInRankOrder) {
   if (WorldSize() < 2) GTEST_SKIP() << "one rank is one group";
   uint32_t seed = 900;
   for (int size : ChainedGroupSizes()) {
-    GpuNode node(MPI_COMM_WORLD, test::NodeConfig(0, size));
+    GpuNode node(MPI_COMM_WORLD, NodeConfig(0, size));
     ASSERT_TRUE(node.chained()) << node.Describe();
     const int groups = WorldSize() / size, links = (groups - 1) * size;
     EXPECT_NE(node.Describe().find(std::to_string(groups) + " NVLink groups of " + std::to_string(size) +
@@ -96,7 +86,7 @@ TEST_F(GroupChainTest, EveryForcedGroupingSumsInRankOrder) {
 
 TEST_F(GroupChainTest, GrowingAndShrinkingCallsKeepTheirBuffersInStep) {
   if (WorldSize() < 2) GTEST_SKIP() << "one rank is one group";
-  GpuNode node(MPI_COMM_WORLD, test::NodeConfig(0, 1));
+  GpuNode node(MPI_COMM_WORLD, NodeConfig(0, 1));
   uint32_t seed = 950;
   for (size_t count : {size_t{5}, size_t{70001}, size_t{17}, size_t{3 << 20}, size_t{65536}})
     CheckAllReduce(node, {count, ElementType::kFloat32, 0, 0}, false, ++seed, stream_);
@@ -105,7 +95,7 @@ TEST_F(GroupChainTest, GrowingAndShrinkingCallsKeepTheirBuffersInStep) {
 // Groups {0,1} and {2,3}: the link of column 0 (0 and 2) has peer access, that of column 1 (1 and 3) does not.
 TEST_F(GroupChainTest, OnlyPairsWithoutPeerAccessTakeTheHostRoute) {
   if (WorldSize() != 4) GTEST_SKIP() << "a layout of 4 ranks";
-  GpuNodeConfig config = test::NodeConfig(0);
+  GpuNodeConfig config = NodeConfig(0);
   config.accessOverride = ParsePeerAccess("1 1 1 0\n1 1 0 0\n1 0 1 1\n0 0 1 1\n");
   GpuNode node(MPI_COMM_WORLD, config);
   ASSERT_TRUE(node.chained()) << node.Describe();
@@ -128,7 +118,7 @@ TEST_F(GroupChainTest, GroupsThatReachNoCounterpartReduceThroughHostMemory) {
     for (int j = 0; j < WorldSize(); ++j) text += (i < half) == (j < half) ? "1 " : "0 ";
     text += "\n";
   }
-  GpuNodeConfig config = test::NodeConfig(0);
+  GpuNodeConfig config = NodeConfig(0);
   config.accessOverride = ParsePeerAccess(text);
   GpuNode node(MPI_COMM_WORLD, config);
   EXPECT_FALSE(node.chained());
@@ -140,7 +130,7 @@ TEST_F(GroupChainTest, GroupsThatReachNoCounterpartReduceThroughHostMemory) {
 // link waits for it, names it once its timeout passes.
 TEST_F(GroupChainTest, ARankThatNeverArrivesIsNamedByItsNeighbour) {
   if (WorldSize() < 2) GTEST_SKIP() << "needs two ranks";
-  GpuNode node(MPI_COMM_WORLD, test::NodeConfig(0, 1, 1.0));
+  GpuNode node(MPI_COMM_WORLD, NodeConfig(0, 1, 1.0));
   DeviceBuffer buffer(4096);
   node.AllReduce(buffer.get(), buffer.get(), 100, ElementType::kFloat32, stream_);
   ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
@@ -160,4 +150,4 @@ TEST_F(GroupChainTest, ARankThatNeverArrivesIsNamedByItsNeighbour) {
 }
 
 }  // namespace
-}  // namespace gradagg
+}  // namespace gradagg::test

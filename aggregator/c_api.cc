@@ -96,6 +96,7 @@ gradagg::AggregatorOptions FromC(const gradagg_options& c) {
   options.timeoutSeconds = c.timeout_seconds;
   options.timing = Flag(c.timing, "timing");
   options.traceLevel = c.trace_level;
+  options.pieceBytes = c.piece_bytes;
   return options;
 }
 
@@ -115,6 +116,7 @@ gradagg_options ToC(const gradagg::AggregatorOptions& options) {
   c.timeout_seconds = options.timeoutSeconds;
   c.timing = options.timing ? 1 : 0;
   c.trace_level = options.traceLevel;
+  c.piece_bytes = options.pieceBytes;
   return c;
 }
 

@@ -23,13 +23,14 @@ CrossNodePhase::CrossNodePhase(MPI_Comm cross, const AggregatorOptions& options,
       quantizer_(QuantizerConfigOf(options)),
       errorFeedback_(options.errorFeedback),
       quantizeOwnStripe_(options.quantizeOwnStripe),
+      pieceBytes_(options.pieceBytes),
       backend_(std::move(backend)) {}
 
 void CrossNodePhase::Reshape(const BucketLayout& layout) {
   if (shaped_ && layout == plan_.stripe) return;
   shaped_ = true;
-  plan_ = ExchangePlan(layout, position_, quantizer_);
-  backend_->SetLayouts(plan_.subLayouts);
+  plan_ = ExchangePlan(layout, position_, quantizer_, pieceBytes_);
+  backend_->SetLayouts(plan_.partLayouts);
   const size_t alignment = backend_->SlotAlignment();
   const size_t ownBytes = plan_.own.count * sizeof(float);
   ownSlotBytes_ = RoundUp(plan_.ownWireBytes, alignment);
@@ -53,77 +54,92 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
   Reshape(layout);
   CrossNodeBackend& backend = *backend_;
   const size_t ownIndex = position_.node;
+  const size_t lastNode = position_.nodes - 1;
   const ElementRange own = plan_.own;
   float* stripeResidual = errorFeedback_ ? static_cast<float*>(stripeResidual_.get()) : nullptr;
   float* ownResidual = errorFeedback_ ? static_cast<float*>(ownResidual_.get()) : nullptr;
   auto* stripeWire = static_cast<unsigned char*>(stripeWire_.get());
+  auto* ownWire = static_cast<unsigned char*>(ownWire_.get());
   auto* received = static_cast<unsigned char*>(received_.get());
   auto* sum = static_cast<float*>(ownSum_.get());
   backend.StartCall(times != nullptr);
   Stopwatch clock;
 
-  // 1-2. Each owner's part is quantized just before it is sent (beforeSend), so the first part is on the wire while
-  //      the next is quantized; our own part once every part is sent (afterSends), while they travel. The parts of
-  //      our sub-stripe are summed in source-node order as they arrive. Without quantizeOwnStripe our own part
-  //      enters our sum exactly, its residual folded in and so consumed.
-  const auto quantizePart = [&](int ownerRank) {
-    const size_t begin = plan_.subStripes[static_cast<size_t>(ownerRank)].begin;
+  // 1-3. Each part (a piece of an owner's sub-stripe) is quantized just before it is sent (beforeSend), so the first
+  //      part is on the wire while the next is quantized; our own parts once every part is sent (afterSends), while
+  //      they travel. Each piece of our sub-stripe is summed in source-node order as its parts arrive, and once the
+  //      last node's part is in, re-quantized with the second residual while later pieces travel. Without
+  //      quantizeOwnStripe our own part enters our sum exactly, its residual folded in and so consumed.
+  const auto quantizePart = [&](int partIndex) {
+    const auto part = static_cast<size_t>(partIndex);
+    const size_t begin = plan_.parts[part].begin;
     backend.Time(CodecStep::kEncode, [&] {
-      backend.Encode(stripe + begin, stripeResidual != nullptr ? stripeResidual + begin : nullptr,
-                     static_cast<size_t>(ownerRank), stripeWire + plan_.wireOffsets[static_cast<size_t>(ownerRank)]);
+      backend.Encode(stripe + begin, stripeResidual != nullptr ? stripeResidual + begin : nullptr, part,
+                     stripeWire + plan_.StripeWireOffset(part));
     });
   };
   const ExchangeMessages scatter = plan_.Scatter(stripeWire, received, ownSlotBytes_);
-  const auto prepareOwnPart = [&] {
+  const auto prepareOwnParts = [&] {
     if (quantizeOwnStripe_) {
-      quantizePart(static_cast<int>(ownIndex));
+      for (size_t part = ownIndex; part < plan_.parts.size(); part += position_.nodes) {
+        quantizePart(static_cast<int>(part));
+      }
     } else if (stripeResidual != nullptr) {  // counted with the encodes, as it replaces one
       backend.Time(CodecStep::kEncode,
                    [&] { backend.Fold(stripe + own.begin, stripeResidual + own.begin, own.count); });
     }
   };
-  const auto sumInOrder = [&](int sourceRank) {
-    const auto source = static_cast<size_t>(sourceRank);
+  const auto sumInOrder = [&](int partIndex) {
+    const auto part = static_cast<size_t>(partIndex);
+    const size_t source = plan_.Owner(part);
+    const size_t ownPart = plan_.OwnPart(part);
+    const ElementRange piece = plan_.parts[ownPart];
+    float* pieceSum = sum + (piece.begin - own.begin);
     backend.Time(CodecStep::kDecode, [&] {
       if (source == ownIndex && !quantizeOwnStripe_) {
-        const float* exact = stripe + own.begin;
+        const float* exact = stripe + piece.begin;
         if (source == 0) {
-          backend.Copy(sum, exact, own.count);
+          backend.Copy(pieceSum, exact, piece.count);
         } else {
-          backend.Add(sum, exact, own.count);
+          backend.Add(pieceSum, exact, piece.count);
         }
         return;
       }
-      const void* part = source == ownIndex ? stripeWire + plan_.wireOffsets[ownIndex] : scatter.receives[source].data;
+      const void* wire = source == ownIndex ? stripeWire + plan_.StripeWireOffset(ownPart) : scatter.receives[part].data;
       if (source == 0) {
-        backend.Decode(part, ownIndex, sum, false);
+        backend.Decode(wire, ownPart, pieceSum, false);
       } else {
-        backend.DecodeAccumulate(part, ownIndex, sum);
+        backend.DecodeAccumulate(wire, ownPart, pieceSum);
       }
     });
+    if (source != lastNode) return;
+    const size_t pieceOffset = piece.begin - own.begin;
+    backend.Time(CodecStep::kEncode, [&] {
+      backend.Encode(pieceSum, ownResidual != nullptr ? ownResidual + pieceOffset : nullptr, ownPart,
+                     ownWire + plan_.partWireOffsets[ownPart]);
+    });
   };
-  backend.Exchange(cross_, kScatterTag, scatter.sends, scatter.receives, quantizePart, prepareOwnPart, sumInOrder,
+  backend.Exchange(cross_, kScatterTag, scatter.sends, scatter.receives, quantizePart, prepareOwnParts, sumInOrder,
                    "phase 2, the quantized parts of our sub-stripe");
-  call_timeline::Note("scattered");
-
-  // 3. Re-quantize our sum with the second residual.
-  backend.Time(CodecStep::kEncode, [&] { backend.Encode(sum, ownResidual, ownIndex, ownWire_.get()); });
-  call_timeline::Note("sum encoded");
+  call_timeline::Note("scattered and sum encoded");
 
   // 4. All-gather the quantized sums into the stripe's wire image, and decode every owner's part. Every node decodes
   //    the same bytes, so every node counts the same non-finite buckets. The parts fill disjoint ranges, so our own
-  //    is decoded while the others travel, and each other as it arrives.
-  const ExchangeMessages gather = plan_.Gather(ownWire_.get(), stripeWire);
-  const auto decodePart = [&](size_t owner, const void* part) {
-    backend.Time(CodecStep::kDecode,
-                 [&] { backend.Decode(part, owner, stripe + plan_.subStripes[owner].begin, true); });
+  //    are decoded while the others travel, and each other as it arrives.
+  const ExchangeMessages gather = plan_.Gather(ownWire, stripeWire);
+  const auto decodePart = [&](size_t part, const void* wire) {
+    backend.Time(CodecStep::kDecode, [&] { backend.Decode(wire, part, stripe + plan_.parts[part].begin, true); });
   };
-  const auto decodeOwnPart = [&] { decodePart(ownIndex, ownWire_.get()); };
-  const auto decodeArrivedPart = [&](int ownerRank) {
-    const auto owner = static_cast<size_t>(ownerRank);
-    if (owner != ownIndex) decodePart(owner, gather.receives[owner].data);
+  const auto decodeOwnParts = [&] {
+    for (size_t part = ownIndex; part < plan_.parts.size(); part += position_.nodes) {
+      decodePart(part, ownWire + plan_.partWireOffsets[part]);
+    }
   };
-  backend.Exchange(cross_, kGatherTag, gather.sends, gather.receives, nullptr, decodeOwnPart, decodeArrivedPart,
+  const auto decodeArrivedPart = [&](int partIndex) {
+    const auto part = static_cast<size_t>(partIndex);
+    if (plan_.Owner(part) != ownIndex) decodePart(part, gather.receives[part].data);
+  };
+  backend.Exchange(cross_, kGatherTag, gather.sends, gather.receives, nullptr, decodeOwnParts, decodeArrivedPart,
                    "phase 2, the all-gather of the owners' quantized sums");
   call_timeline::Note("gathered");
   lastNonFiniteBuckets_ = backend.FinishCall();

@@ -8,6 +8,10 @@
 //   3. re-quantize our sum (+ residual r2);
 //   4. all-gather the quantized sums; every node, the owner too, decodes every one into the stripe (its own while
 //      the others travel).
+// Large sub-stripes are cut into pieces of whole buckets (AggregatorOptions::pieceBytes, exchange_plan.h) that go
+// through 1-3 one at a time: a piece is sent while the next is quantized, and summed and re-quantized as soon as
+// every node's part of it is in. Every bucket is quantized on its own and every sum keeps its order, so the result
+// does not depend on the pieces.
 //
 // Residuals persist across calls and are reset by ResetResiduals or by a change of the stripe's layout. A bucket whose
 // input is not finite leaves both residuals as they were and comes out non-finite on every node (quantizer.h).
@@ -49,6 +53,7 @@ class CrossNodePhase {
   QuantizerConfig quantizer_;
   bool errorFeedback_;
   bool quantizeOwnStripe_;
+  size_t pieceBytes_;
   std::unique_ptr<CrossNodeBackend> backend_;
 
   bool shaped_ = false;

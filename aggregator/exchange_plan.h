@@ -1,6 +1,10 @@
 // Phase 2's plan (cross_node_phase.h) for one stripe length, on either backend: which node owns which sub-stripe
-// (whole buckets, CNTK's rule), where each sub-stripe's codes start in the stripe's wire image, and what one call
-// sends.
+// (whole buckets, CNTK's rule), how each sub-stripe is cut into pieces (runs of whole buckets, by the same rule) that
+// are quantized, sent, summed and sent on one at a time, where each piece's codes lie in the stripe's wire image, and
+// what one call sends.
+//
+// Parts are indexed as the exchange's entries are (ordered_exchange.h): part piece * nodes + j is that piece of
+// sub-stripe j.
 #pragma once
 
 #include <mpi.h>
@@ -22,7 +26,7 @@ struct NodePosition {
 };
 NodePosition PositionIn(MPI_Comm cross);
 
-// One exchange's messages, indexed by node (this node's own entries stay empty).
+// One exchange's messages, indexed by part (this node's own entries stay empty).
 struct ExchangeMessages {
   std::vector<SendBuffer> sends;
   std::vector<ReceiveBuffer> receives;
@@ -30,23 +34,36 @@ struct ExchangeMessages {
 
 struct ExchangePlan {
   ExchangePlan() = default;
-  // `stripe`: the layout of the stripe this rank exchanges.
-  ExchangePlan(const BucketLayout& stripe, NodePosition position, const QuantizerConfig& quantizer);
+  // `stripe`: the layout of the stripe this rank exchanges. Sub-stripes are cut into as many pieces as it takes to
+  // keep the largest piece's codes within `pieceBytes` (0: one piece), at most one piece per bucket.
+  ExchangePlan(const BucketLayout& stripe, NodePosition position, const QuantizerConfig& quantizer,
+               size_t pieceBytes);
 
-  // Step 2: every other owner gets its part of our stripe's wire image, and sends us its part of our sub-stripe,
-  // which lands in slot j of `received` (slots `slotBytes` apart).
+  // Step 2: every other owner gets its parts of our stripe's wire image, and sends us its parts of our sub-stripe,
+  // which land in slot j of `received` (slots `slotBytes` apart), each at its place in our sub-stripe's wire image.
   ExchangeMessages Scatter(const unsigned char* stripeWire, unsigned char* received, size_t slotBytes) const;
-  // Step 4: every other node gets our quantized sum, and each owner's lands at its place in the wire image.
+  // Step 4: every other node gets our quantized sum, piece by piece, and each owner's lands at its place in the wire
+  // image.
   ExchangeMessages Gather(const void* ownWire, unsigned char* stripeWire) const;
+
+  size_t Owner(size_t part) const { return part % position.nodes; }
+  // The part of our own sub-stripe in the same piece as `part`.
+  size_t OwnPart(size_t part) const { return part - Owner(part) + position.node; }
+  // Where `part`'s codes start in the stripe's wire image.
+  size_t StripeWireOffset(size_t part) const { return wireOffsets[Owner(part)] + partWireOffsets[part]; }
 
   NodePosition position;
 
   BucketLayout stripe;
   std::vector<ElementRange> subStripes;  // relative to the stripe, one per node
-  std::vector<BucketLayout> subLayouts;  // each sub-stripe's buckets
   std::vector<size_t> wireOffsets;       // byte offset of each sub-stripe in the stripe's wire image
   std::vector<size_t> wireBytes;         // each sub-stripe's encoded size
   ElementRange own;                      // the sub-stripe this node owns
+  size_t pieces = 1;
+  std::vector<ElementRange> parts;        // per part, relative to the stripe
+  std::vector<BucketLayout> partLayouts;  // each part's buckets
+  std::vector<size_t> partWireOffsets;    // byte offset of each part in its sub-stripe's wire image
+  std::vector<size_t> partWireBytes;      // each part's encoded size
   size_t ownWireBytes = 0;
   size_t stripeWireBytes = 0;
   size_t bytesSent = 0;   // per call: each other owner's part of our stripe, and our quantized sum to each other node

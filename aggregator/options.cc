@@ -85,6 +85,11 @@ AggregatorOptions ApplyEnvironment(AggregatorOptions options) {
     if (bytes <= 0) throw UsageError(std::string("GRADAGG_STAGING_CHUNK=") + text + " must be positive");
     options.stagingChunkBytes = static_cast<size_t>(bytes);
   }
+  if (const char* text = Lookup("GRADAGG_PIECE")) {
+    const long long bytes = ParseInteger("GRADAGG_PIECE", text, LLONG_MIN, LLONG_MAX);
+    if (bytes < 0) throw UsageError(std::string("GRADAGG_PIECE=") + text + " must be 0 (one piece) or positive");
+    options.pieceBytes = static_cast<size_t>(bytes);
+  }
   if (const char* text = Lookup("GRADAGG_DOUBLE_BUFFERED")) {
     options.doubleBuffered = ParseSwitch("GRADAGG_DOUBLE_BUFFERED", text);
   }
@@ -112,6 +117,10 @@ void Validate(const AggregatorOptions& options) {
     throw UsageError("staging chunk must be at least " + std::to_string(kMinStagingChunkBytes) + " bytes, not " +
                      std::to_string(options.stagingChunkBytes));
   }
+  if (options.pieceBytes > kMaxPieceBytes) {
+    throw UsageError("piece must be at most " + std::to_string(kMaxPieceBytes) + " bytes (0: one piece), not " +
+                     std::to_string(options.pieceBytes));
+  }
   if (options.traceLevel < 0) throw UsageError("trace level must be >= 0, not " + std::to_string(options.traceLevel));
   if (!(options.timeoutSeconds >= 0.0)) {
     throw UsageError("timeout must be 0 (no limit) or a positive number of seconds, not " +
@@ -138,6 +147,7 @@ std::string Describe(const AggregatorOptions& options) {
          " ranks_per_node=" + (options.ranksPerNode == 0 ? std::string("host") : std::to_string(options.ranksPerNode)) +
          " cuda_aware_mpi=" + ToString(options.transport) +
          " staging_chunk=" + std::to_string(options.stagingChunkBytes) +
+         " piece=" + std::to_string(options.pieceBytes) +
          " double_buffered=" + OnOff(options.doubleBuffered) +
          " timeout=" + std::to_string(static_cast<long long>(options.timeoutSeconds)) +
          "s timing=" + OnOff(options.timing) + " trace=" + std::to_string(options.traceLevel);

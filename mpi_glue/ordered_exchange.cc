@@ -15,6 +15,7 @@ namespace {
 struct PendingReceive {
   int peer;
   int bytes;
+  size_t entry;
 };
 
 // Calls post(offset, bytes) for each piece of a `total`-byte message cut into pieces of at most `maxPiece` bytes.
@@ -38,6 +39,33 @@ std::vector<int> SendingOrder(int rank, int size) {
   return order;
 }
 
+std::vector<int> EntrySendingOrder(int rank, int size, size_t entries) {
+  const std::vector<int> peers = SendingOrder(rank, size);
+  std::vector<int> order;
+  for (size_t first = 0; first < entries; first += static_cast<size_t>(size)) {
+    for (int peer : peers) order.push_back(static_cast<int>(first) + peer);
+  }
+  return order;
+}
+
+size_t PiecesOf(size_t entries, int size, const char* who) {
+  const auto ranks = static_cast<size_t>(size);
+  if (entries == 0 || entries % ranks != 0) {
+    throw std::invalid_argument(std::string(who) + ": need one send and one receive entry per rank and piece (" +
+                                std::to_string(entries) + " entries for " + std::to_string(size) + " ranks)");
+  }
+  return entries / ranks;
+}
+
+RankOrderRelease::RankOrderRelease(int size, size_t pieces)
+    : size_(static_cast<size_t>(size)), left_(size_ * pieces, 0), next_(pieces, 0) {}
+
+std::vector<size_t> RankOrderRelease::LeftPerRank() const {
+  std::vector<size_t> perRank(size_, 0);
+  for (size_t entry = 0; entry < left_.size(); ++entry) perRank[entry % size_] += left_[entry];
+  return perRank;
+}
+
 void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends,
                          const std::vector<ReceiveBuffer>& receives, const std::function<void(int)>& onReady,
                          size_t maxMessageBytes, double timeoutSeconds, const char* what,
@@ -47,22 +75,25 @@ void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
   int size = 0;
   GRADAGG_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   GRADAGG_MPI_CHECK(MPI_Comm_size(comm, &size));
-  if (sends.size() != static_cast<size_t>(size) || receives.size() != static_cast<size_t>(size)) {
-    throw std::invalid_argument("ExchangeInRankOrder: need one send and one receive entry per rank");
+  const size_t pieces = PiecesOf(sends.size(), size, "ExchangeInRankOrder");
+  if (receives.size() != sends.size()) {
+    throw std::invalid_argument("ExchangeInRankOrder: need as many receive entries as send entries");
   }
   maxMessageBytes = std::clamp<size_t>(maxMessageBytes, 1, static_cast<size_t>(INT32_MAX));
 
-  // 1. Receives first, so no message waits for a matching receive.
+  // 1. Receives first, so no message waits for a matching receive. Same-tag messages between two ranks match in the
+  //    order they were posted, so each piece lands in its own entry.
   std::vector<MPI_Request> receiveRequests;
   std::vector<PendingReceive> receiveInfo;
-  std::vector<size_t> chunksLeft(static_cast<size_t>(size), 0);
-  for (int peer = 0; peer < size; ++peer) {
-    const ReceiveBuffer& buffer = receives[static_cast<size_t>(peer)];
+  RankOrderRelease release(size, pieces);
+  for (size_t entry = 0; entry < receives.size(); ++entry) {
+    const int peer = static_cast<int>(entry % static_cast<size_t>(size));
+    const ReceiveBuffer& buffer = receives[entry];
     if (peer == rank) continue;
     ForEachPiece(buffer.bytes, maxMessageBytes, [&](size_t offset, int bytes) {
       receiveRequests.emplace_back();
-      receiveInfo.push_back({peer, bytes});
-      ++chunksLeft[static_cast<size_t>(peer)];
+      receiveInfo.push_back({peer, bytes, entry});
+      release.Expect(entry);
       GRADAGG_MPI_CHECK(MPI_Irecv(static_cast<char*>(buffer.data) + offset, bytes, MPI_BYTE, peer, tag, comm,
                                   &receiveRequests.back()));
     });
@@ -74,21 +105,18 @@ void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
   auto timeOut = [&] {
     AbandonRequests(receiveRequests);
     AbandonRequests(sendRequests);
-    throw TimeoutError(ExchangeTimeoutMessage(comm, what, timeoutSeconds, chunksLeft));
+    throw TimeoutError(ExchangeTimeoutMessage(comm, what, timeoutSeconds, release.LeftPerRank()));
   };
 
   // 3. Completion-driven, consumed in rank order. The sends of 2 are inside the same clean-up: if beforeSend or
   //    onReady throws, all traffic posted so far completes before the exception leaves.
-  int nextReady = 0;
-  auto releaseReadyPrefix = [&] {
-    while (nextReady < size && chunksLeft[static_cast<size_t>(nextReady)] == 0) onReady(nextReady++);
-  };
   try {
     // 2. Sends, starting with the next rank; each produced (beforeSend) just before it leaves.
-    for (const int peer : SendingOrder(rank, size)) {
-      const SendBuffer& buffer = sends[static_cast<size_t>(peer)];
+    for (const int entry : EntrySendingOrder(rank, size, sends.size())) {
+      const SendBuffer& buffer = sends[static_cast<size_t>(entry)];
       if (buffer.bytes == 0) continue;
-      if (beforeSend) beforeSend(peer);
+      const int peer = entry % size;
+      if (beforeSend) beforeSend(entry);
       ForEachPiece(buffer.bytes, maxMessageBytes, [&](size_t offset, int bytes) {
         sendRequests.emplace_back();
         GRADAGG_MPI_CHECK(MPI_Isend(static_cast<const char*>(buffer.data) + offset, bytes, MPI_BYTE, peer, tag, comm,
@@ -99,7 +127,7 @@ void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
     if (afterSends) afterSends();
 
     // 3.
-    releaseReadyPrefix();
+    release.Release(onReady);
     for (size_t done = 0; done < receiveRequests.size(); ++done) {
       int index = MPI_UNDEFINED;
       MPI_Status status;
@@ -120,10 +148,10 @@ void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
                                  " bytes, expected " + std::to_string(arrived.bytes) + " (" + RankAndHost() + ")");
       }
       call_timeline::Note("arrived", arrived.peer);
-      --chunksLeft[static_cast<size_t>(arrived.peer)];
-      releaseReadyPrefix();
+      release.Arrived(arrived.entry);
+      release.Release(onReady);
     }
-    releaseReadyPrefix();
+    release.Release(onReady);
   } catch (...) {
     DrainQuietly(receiveRequests);
     DrainQuietly(sendRequests);

@@ -87,6 +87,9 @@ po::options_description Describe() {
        "MPI (default auto; GRADAGG_CUDA_AWARE_MPI)")
       ("staging-chunk", po::value<std::string>(),
        "GPU runs, staged transport: pipeline chunk size, K/M suffixes (default 4M; GRADAGG_STAGING_CHUNK)")
+      ("piece", po::value<std::string>(),
+       "phase 2 quantizes, sends, sums and re-quantizes each node's part in pieces of about this many bytes of "
+       "codes, K/M suffixes; 0 = one piece (default 1M; GRADAGG_PIECE)")
       ("trace", po::value<int>(), "0 quiet, 1 configuration, 2 per-call phase times, 3 also each call's timeline of steps, on stderr (GRADAGG_TRACE)");
   // clang-format on
   return options;
@@ -171,6 +174,12 @@ void Apply(const po::variables_map& values, CliOptions& cli) {
     const std::optional<uint64_t> bytes = ParseByteSize(text);
     if (!bytes) throw UsageError("--staging-chunk " + text + " is not a size (e.g. 64K, 4M)");
     options.stagingChunkBytes = *bytes;
+  }
+  if (values.count("piece")) {
+    const std::string text = values["piece"].as<std::string>();
+    const std::optional<uint64_t> bytes = ParseByteSize(text);
+    if (!bytes) throw UsageError("--piece " + text + " is not a size (e.g. 0, 256K, 1M)");
+    options.pieceBytes = *bytes;
   }
   if (values.count("trace")) options.traceLevel = values["trace"].as<int>();
 

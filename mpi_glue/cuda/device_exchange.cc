@@ -16,12 +16,14 @@
 namespace gradagg {
 namespace {
 
-void CheckShape(MPI_Comm comm, const std::vector<SendBuffer>& sends, const std::vector<ReceiveBuffer>& receives,
-                int& rank, int& size) {
+// Returns the pieces (ordered_exchange.h) of the exchange.
+size_t CheckShape(MPI_Comm comm, const std::vector<SendBuffer>& sends, const std::vector<ReceiveBuffer>& receives,
+                  int& rank, int& size) {
   GRADAGG_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   GRADAGG_MPI_CHECK(MPI_Comm_size(comm, &size));
-  if (sends.size() != static_cast<size_t>(size) || receives.size() != static_cast<size_t>(size))
-    throw std::invalid_argument("DeviceExchange: need one send and one receive entry per rank");
+  if (receives.size() != sends.size())
+    throw std::invalid_argument("DeviceExchange: need as many receive entries as send entries");
+  return PiecesOf(sends.size(), size, "DeviceExchange");
 }
 
 // Events made on first use and reused by index across runs (one per message or chunk of a run), destroyed with the
@@ -111,21 +113,20 @@ class MappedExchange final : public DeviceExchange {
     receivesRead_.Wait();  // MPI writes the receive buffers only once the last run's queued work has read them
     // 1. Every message produced in sending order, an event after each: it leaves once the event has fired (the
     //    kernels wrote it in place, and an event's completion makes their writes visible to the host).
-    const std::vector<int> sendOrder = SendingOrder(rank, size);
-    std::vector<int> ready;  // the peers whose message has an event, in order
-    for (int peer : sendOrder) {
-      if (sends[static_cast<size_t>(peer)].bytes == 0) continue;
-      if (beforeSend) beforeSend(peer);
+    std::vector<int> ready;  // the entries whose message has an event, in order
+    for (int entry : EntrySendingOrder(rank, size, sends.size())) {
+      if (sends[static_cast<size_t>(entry)].bytes == 0) continue;
+      if (beforeSend) beforeSend(entry);
       GRADAGG_CUDA_CHECK(cudaEventRecord(events_[ready.size()], stream));
-      ready.push_back(peer);
+      ready.push_back(entry);
     }
     if (afterSends) afterSends();
     call_timeline::Note("messages queued");
     // 2-3. ExchangeInRankOrder on the host addresses, each send once its event has fired; onReady(p) queues work that
     //      reads p's message in place.
     size_t next = 0;
-    const auto produce = [&](int peer) {
-      while (ready[next] != peer) ++next;  // sends come in sendOrder, as the events were recorded
+    const auto produce = [&](int entry) {
+      while (ready[next] != entry) ++next;  // sends come in sending order, as the events were recorded
       GRADAGG_CUDA_CHECK(cudaEventSynchronize(events_[next]));
     };
     ExchangeInRankOrder(comm, tag, sends, receives, onReady, kDefaultMaxMessageBytes, timeoutSeconds_, what, produce);
@@ -161,6 +162,7 @@ class StagedExchange final : public DeviceExchange {
   };
   struct PendingReceive {
     int peer;
+    size_t entry;
     size_t bytes;
     char* host;
     char* device;
@@ -196,17 +198,19 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
                          const std::function<void(int)>& onReady, const char* what,
                          const std::function<void(int)>& beforeSend, const std::function<void()>& afterSends) {
   int rank = 0, size = 0;
-  CheckShape(comm, sends, receives, rank, size);
+  const size_t pieces = CheckShape(comm, sends, receives, rank, size);
+  const auto peerOf = [size](size_t entry) { return static_cast<int>(entry % static_cast<size_t>(size)); };
 
-  const std::vector<int> sendOrder = SendingOrder(rank, size);  // the next rank first, as ExchangeInRankOrder
+  // The entries in sending order: every peer's first piece, starting with the next rank, then the second...
+  const std::vector<int> sendOrder = EntrySendingOrder(rank, size, sends.size());
 
   // Host layout: each distinct send buffer once (the all-gather sends one buffer to every peer), then the receives.
   std::vector<SendBuffer> sources;
-  std::vector<size_t> sourceOf(static_cast<size_t>(size), SIZE_MAX);
+  std::vector<size_t> sourceOf(sends.size(), SIZE_MAX);
   std::vector<size_t> sourceHost;
   size_t hostBytes = 0;
-  for (int peer : sendOrder) {
-    const SendBuffer& send = sends[static_cast<size_t>(peer)];
+  for (int entry : sendOrder) {
+    const SendBuffer& send = sends[static_cast<size_t>(entry)];
     if (send.bytes == 0) continue;
     auto same = std::find_if(sources.begin(), sources.end(),
                              [&](const SendBuffer& s) { return s.data == send.data && s.bytes == send.bytes; });
@@ -216,12 +220,12 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
       hostBytes += send.bytes;
       same = sources.end() - 1;
     }
-    sourceOf[static_cast<size_t>(peer)] = static_cast<size_t>(same - sources.begin());
+    sourceOf[static_cast<size_t>(entry)] = static_cast<size_t>(same - sources.begin());
   }
-  std::vector<size_t> receiveHost(static_cast<size_t>(size), 0);
-  for (int peer = 0; peer < size; ++peer) {
-    receiveHost[static_cast<size_t>(peer)] = hostBytes;
-    if (peer != rank) hostBytes += receives[static_cast<size_t>(peer)].bytes;
+  std::vector<size_t> receiveHost(receives.size(), 0);
+  for (size_t entry = 0; entry < receives.size(); ++entry) {
+    receiveHost[entry] = hostBytes;
+    if (peerOf(entry) != rank) hostBytes += receives[entry].bytes;
   }
   if (stream != poolStream_) poolRead_.Wait();  // copies on another stream would not queue behind the last run's
   poolStream_ = stream;
@@ -232,8 +236,8 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
   std::vector<Chunk> chunks;
   for (size_t s = 0; s < sources.size(); ++s) {
     if (beforeSend) {
-      for (int peer : sendOrder) {
-        if (sourceOf[static_cast<size_t>(peer)] == s) beforeSend(peer);
+      for (int entry : sendOrder) {
+        if (sourceOf[static_cast<size_t>(entry)] == s) beforeSend(entry);
       }
     }
     for (size_t offset = 0; offset < sources[s].bytes; offset += chunkBytes_) {
@@ -253,40 +257,39 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
   poolRead_.Wait();
   std::vector<MPI_Request> receiveRequests;
   std::vector<PendingReceive> pending;
-  std::vector<size_t> chunksLeft(static_cast<size_t>(size), 0);
-  for (int peer = 0; peer < size; ++peer) {
-    const ReceiveBuffer& receive = receives[static_cast<size_t>(peer)];
+  RankOrderRelease release(size, pieces);
+  for (size_t entry = 0; entry < receives.size(); ++entry) {
+    const ReceiveBuffer& receive = receives[entry];
+    const int peer = peerOf(entry);
     if (peer == rank) continue;
     for (size_t offset = 0; offset < receive.bytes; offset += chunkBytes_) {
       const size_t bytes = std::min(chunkBytes_, receive.bytes - offset);
-      char* hostChunk = host + receiveHost[static_cast<size_t>(peer)] + offset;
-      pending.push_back({peer, bytes, hostChunk, static_cast<char*>(receive.data) + offset});
+      char* hostChunk = host + receiveHost[entry] + offset;
+      pending.push_back({peer, entry, bytes, hostChunk, static_cast<char*>(receive.data) + offset});
       receiveRequests.emplace_back();
-      ++chunksLeft[static_cast<size_t>(peer)];
+      release.Expect(entry);
       GRADAGG_MPI_CHECK(
           MPI_Irecv(hostChunk, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm, &receiveRequests.back()));
     }
   }
 
-  // 3. Send chunks as their copies finish; copy arrived chunks back; release peers in rank order.
+  // 3. Send chunks as their copies finish; copy arrived chunks back; release entries in rank order.
   std::vector<MPI_Request> sendRequests;
-  int nextReady = 0;
-  auto releaseReadyPrefix = [&] {
-    while (nextReady < size && chunksLeft[static_cast<size_t>(nextReady)] == 0) onReady(nextReady++);
-  };
   const Deadline deadline(timeoutSeconds_);
   try {
-    releaseReadyPrefix();
+    release.Release(onReady);
     size_t nextChunk = 0, arrived = 0;
     while (nextChunk < chunks.size() || arrived < receiveRequests.size()) {
-      if (deadline.Passed()) throw TimeoutError(ExchangeTimeoutMessage(comm, what, timeoutSeconds_, chunksLeft));
+      if (deadline.Passed())
+        throw TimeoutError(ExchangeTimeoutMessage(comm, what, timeoutSeconds_, release.LeftPerRank()));
       while (nextChunk < chunks.size()) {
         const cudaError_t status = cudaEventQuery(events_[nextChunk]);
         if (status == cudaErrorNotReady) break;
         GRADAGG_CUDA_CHECK(status);
         const Chunk& chunk = chunks[nextChunk++];
-        for (int peer : sendOrder) {
-          if (sourceOf[static_cast<size_t>(peer)] != chunk.source) continue;
+        for (int entry : sendOrder) {
+          if (sourceOf[static_cast<size_t>(entry)] != chunk.source) continue;
+          const int peer = peerOf(static_cast<size_t>(entry));
           sendRequests.emplace_back();
           GRADAGG_MPI_CHECK(MPI_Isend(host + chunk.hostOffset, static_cast<int>(chunk.bytes), MPI_BYTE, peer, tag, comm,
                                       &sendRequests.back()));
@@ -308,10 +311,10 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
       call_timeline::Note("arrived", chunk.peer);
       GRADAGG_CUDA_CHECK(cudaMemcpyAsync(chunk.device, chunk.host, chunk.bytes, cudaMemcpyHostToDevice, stream));
       ++arrived;
-      --chunksLeft[static_cast<size_t>(chunk.peer)];
-      releaseReadyPrefix();
+      release.Arrived(chunk.entry);
+      release.Release(onReady);
     }
-    releaseReadyPrefix();
+    release.Release(onReady);
   } catch (const TimeoutError&) {
     // The peers are not coming: wait on nothing of theirs again (receives cancelled, every handle freed).
     AbandonRequests(receiveRequests);
@@ -331,7 +334,7 @@ void StagedExchange::Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
   //    before anything writes the pool again.
   if (!WaitAllBefore(deadline, sendRequests)) {
     AbandonRequests(sendRequests);
-    throw TimeoutError(ExchangeTimeoutMessage(comm, what, timeoutSeconds_, std::vector<size_t>(chunksLeft.size(), 0)));
+    throw TimeoutError(ExchangeTimeoutMessage(comm, what, timeoutSeconds_, std::vector<size_t>(size, 0)));
   }
   poolRead_.Release(stream);
   call_timeline::Note("sends done");

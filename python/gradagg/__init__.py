@@ -89,7 +89,7 @@ class Header:
 
 _OPTION_FIELDS = ("bits", "bucket_size", "error_feedback", "mean_threshold", "quantize_own_stripe", "ranks_per_node",
                   "cuda_aware_mpi", "staging_chunk_bytes", "double_buffered", "timeout_seconds", "timing",
-                  "trace_level")
+                  "trace_level", "piece_bytes")
 _TRANSPORTS = {"auto": -1, None: -1, False: 0, "off": 0, "staged": 0, True: 1, "on": 1}
 
 

@@ -3,7 +3,7 @@ import ctypes
 import ctypes.util
 import os
 
-C_API_VERSION = 1
+C_API_VERSION = 2
 
 OK, ERROR_USAGE, ERROR_TIMEOUT, ERROR_RUNTIME = 0, 1, 2, 3
 FLOAT32, BFLOAT16, FLOAT16 = 0, 1, 2
@@ -15,7 +15,8 @@ class Options(ctypes.Structure):
                 ("mean_threshold", ctypes.c_int), ("quantize_own_stripe", ctypes.c_int),
                 ("ranks_per_node", ctypes.c_int), ("cuda_aware_mpi", ctypes.c_int),
                 ("staging_chunk_bytes", ctypes.c_size_t), ("double_buffered", ctypes.c_int),
-                ("timeout_seconds", ctypes.c_double), ("timing", ctypes.c_int), ("trace_level", ctypes.c_int)]
+                ("timeout_seconds", ctypes.c_double), ("timing", ctypes.c_int), ("trace_level", ctypes.c_int),
+                ("piece_bytes", ctypes.c_size_t)]
 
 
 class Tensor(ctypes.Structure):

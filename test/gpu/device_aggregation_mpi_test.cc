@@ -85,6 +85,30 @@ TEST_F(DeviceAggregation, OtherQuantizerModesAndSmallStagingChunks) {
     ExpectMatchesOracle(withFeedback, oracleWithFeedback, 300007, 19 + step, "no own quantization");
 }
 
+// Phase 2 in pieces (AggregatorOptions::pieceBytes): many small pieces, on the mapped transport (small stripes) and
+// on the configured one (large), leave every bit as the simulation, which knows no pieces, has it.
+TEST_F(DeviceAggregation, PiecesLeaveEveryBitAsItWas) {
+  struct Case {
+    size_t count;
+    size_t pieceBytes;
+  };
+  // A piece per bucket on a small stripe; some tens of pieces on a large one.
+  for (const Case& run : {Case{30011, 100}, Case{3000017, 64 << 10}}) {
+    for (int bits : {1, 2, 32}) {
+      AggregatorOptions options = Options(bits);
+      options.pieceBytes = run.pieceBytes;
+      options.bucketSize = 96;
+      Aggregator aggregator(MPI_COMM_WORLD, options);
+      SerialSimulation oracle = Oracle(options);
+      for (uint32_t step = 0; step < 2; ++step) {
+        ExpectMatchesOracle(aggregator, oracle, run.count, 5 + step,
+                            "bits " + std::to_string(bits) + " piece " + std::to_string(run.pieceBytes) + " count " +
+                                std::to_string(run.count) + " step " + std::to_string(step));
+      }
+    }
+  }
+}
+
 TEST_F(DeviceAggregation, ChangingSizesGrowAndShrinkTheBuffers) {
   const AggregatorOptions options = Options(2);
   Aggregator aggregator(MPI_COMM_WORLD, options);

@@ -83,6 +83,25 @@ TEST(AggregateGradients, EveryOptionMatchesTheSimulation) {
   }
 }
 
+// Phase 2 in pieces (AggregatorOptions::pieceBytes) changes no bit: from a piece per bucket to one per part, with
+// tensors of their own, over calls that carry residuals.
+TEST(AggregateGradients, PiecesLeaveEveryBitAsItWas) {
+  for (int bits : {1, 2, 32}) {
+    for (size_t pieceBytes : {size_t{1}, size_t{200}, size_t{4096}, size_t{0}}) {
+      AggregatorOptions options = LayoutOptions(bits);
+      options.pieceBytes = pieceBytes;
+      options.bucketSize = 64;
+      Aggregator aggregator(MPI_COMM_WORLD, options);
+      SerialSimulation oracle = Oracle(options);
+      for (uint32_t step = 0; step < 2; ++step) {
+        ExpectMatchesOracle(aggregator, oracle, 40009, 70 + step,
+                            "bits " + std::to_string(bits) + " piece " + std::to_string(pieceBytes) + " step " +
+                                std::to_string(step));
+      }
+    }
+  }
+}
+
 TEST(AggregateGradients, AListOfBuffersIsTheCallsTensorsWithBucketsOfTheirOwn) {
   const AggregatorOptions options = LayoutOptions(4);
   Aggregator aggregator(MPI_COMM_WORLD, options);
@@ -190,6 +209,19 @@ TEST(Aggregator, MismatchedOptionsThrowOnEveryRank) {
   AggregatorOptions options = LayoutOptions(1);
   if (WorldRank() == 1) options.bits = 8;
   EXPECT_THROW(Aggregator(MPI_COMM_WORLD, options), UsageError);
+}
+
+// Ranks that cut phase 2 into different pieces would send messages the others do not expect.
+TEST(Aggregator, MismatchedPieceSizesThrowOnEveryRank) {
+  if (WorldSize() < 2) GTEST_SKIP() << "needs two ranks";
+  AggregatorOptions options = LayoutOptions(1);
+  if (WorldRank() == 1) options.pieceBytes = 0;
+  try {
+    Aggregator aggregator(MPI_COMM_WORLD, options);
+    ADD_FAILURE() << "no exception";
+  } catch (const UsageError& error) {
+    EXPECT_NE(std::string(error.what()).find("piece bytes"), std::string::npos) << error.what();
+  }
 }
 
 TEST(Aggregator, BadOptionsOnOneRankThrowOnEveryRank) {

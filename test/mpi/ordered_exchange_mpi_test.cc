@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,85 @@ TEST(ExchangeInRankOrder, AfterSendsComesOnceBetweenTheSendsAndTheFirstReadyPart
   for (int peer = 0; peer < size; ++peer) {
     if (peer != rank) EXPECT_EQ(traffic.incoming[static_cast<size_t>(peer)], Message(peer, rank)) << "from " << peer;
   }
+}
+
+// Bytes rank `from` sends rank `to` as piece `piece`: pieces of one message differ in length and contents; piece 1
+// is empty between some pairs.
+std::vector<unsigned char> PieceOf(int from, int to, int piece) {
+  const size_t length = piece == 1 && (from + to) % 2 == 0 ? 0 : static_cast<size_t>(7 * from + 3 * to + 11 * piece + 1);
+  std::vector<unsigned char> bytes(length);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(from * 31 + to * 7 + piece * 5 + i);
+  return bytes;
+}
+
+// Messages in pieces: entry piece * size + peer. Every piece is produced in EntrySendingOrder (each peer's first
+// piece before any second), lands in its own entry, and onReady sees each piece's ranks in order, each entry once.
+TEST(ExchangeInRankOrder, PiecesAreProducedInOrderAndEachPiecesRanksComeInRankOrder) {
+  const int rank = WorldRank();
+  const int size = WorldSize();
+  constexpr int kPieces = 3;
+  const auto entries = static_cast<size_t>(kPieces * size);
+  std::vector<std::vector<unsigned char>> outgoing(entries), incoming(entries);
+  std::vector<SendBuffer> sends(entries);
+  std::vector<ReceiveBuffer> receives(entries);
+  for (size_t entry = 0; entry < entries; ++entry) {
+    const int peer = static_cast<int>(entry) % size;
+    const int piece = static_cast<int>(entry) / size;
+    if (peer == rank) continue;
+    outgoing[entry].assign(PieceOf(rank, peer, piece).size(), 0xee);  // filled by beforeSend
+    incoming[entry].assign(PieceOf(peer, rank, piece).size(), 0);
+    sends[entry] = {outgoing[entry].data(), outgoing[entry].size()};
+    receives[entry] = {incoming[entry].data(), incoming[entry].size()};
+  }
+  std::vector<int> produced, ready;
+  ExchangeInRankOrder(
+      MPI_COMM_WORLD, 10, sends, receives,
+      [&](int entry) {
+        const auto e = static_cast<size_t>(entry);
+        ready.push_back(entry);
+        const int peer = entry % size;
+        if (peer != rank) EXPECT_EQ(incoming[e], PieceOf(peer, rank, entry / size)) << "entry " << entry;
+      },
+      5, 0.0, "the pieces test",
+      [&](int entry) {
+        produced.push_back(entry);
+        const std::vector<unsigned char> piece = PieceOf(rank, entry % size, entry / size);
+        std::copy(piece.begin(), piece.end(), outgoing[static_cast<size_t>(entry)].begin());
+      });
+
+  std::vector<int> expectedProduced;
+  for (int entry : EntrySendingOrder(rank, size, entries)) {
+    if (!outgoing[static_cast<size_t>(entry)].empty()) expectedProduced.push_back(entry);
+  }
+  EXPECT_EQ(produced, expectedProduced);
+  for (size_t i = 1; i < produced.size(); ++i) {  // every first piece goes out before any second
+    EXPECT_LE(produced[i - 1] / size, produced[i] / size) << "at " << i;
+  }
+  ASSERT_EQ(ready.size(), entries);
+  std::vector<int> seenPerPiece;
+  for (int piece = 0; piece < kPieces; ++piece) {
+    seenPerPiece.clear();
+    for (int entry : ready) {
+      if (entry / size == piece) seenPerPiece.push_back(entry % size);
+    }
+    std::vector<int> inRankOrder(static_cast<size_t>(size));
+    std::iota(inRankOrder.begin(), inRankOrder.end(), 0);
+    EXPECT_EQ(seenPerPiece, inRankOrder) << "piece " << piece;
+  }
+}
+
+TEST(ExchangeInRankOrder, EntriesThatAreNotWholePiecesAreRefused) {
+  const int size = WorldSize();
+  std::vector<SendBuffer> sends(static_cast<size_t>(size));
+  std::vector<ReceiveBuffer> receives(2 * sends.size());  // as many receives as sends, or none of it
+  EXPECT_THROW(ExchangeInRankOrder(MPI_COMM_WORLD, 11, sends, receives, [](int) {}), std::invalid_argument);
+  if (size > 1) {  // every count is whole pieces of one rank
+    sends.resize(static_cast<size_t>(size) + 1);
+    receives.resize(sends.size());
+    EXPECT_THROW(ExchangeInRankOrder(MPI_COMM_WORLD, 11, sends, receives, [](int) {}), std::invalid_argument);
+  }
+  EXPECT_THROW(PiecesOf(0, size, "test"), std::invalid_argument);
+  EXPECT_EQ(PiecesOf(static_cast<size_t>(4 * size), size, "test"), 4u);
 }
 
 TEST(ExchangeInRankOrder, AMessageOfTheWrongSizeThrowsOnTheReceiver) {

@@ -51,6 +51,19 @@ TEST(ParseCommandLine, FlagsOverrideTheEnvironmentWhichOverridesDefaults) {
   EXPECT_EQ(r.options.aggregator.bucketSize, 256u);
 }
 
+// Phase 2's piece size: the flag over the environment over the 1M default; 0 means one piece; a bad one is named.
+TEST(ParseCommandLine, PieceSizeFromTheFlagTheEnvironmentOrTheDefault) {
+  EXPECT_EQ(Parse({}).options.aggregator.pieceBytes, 1u << 20);
+  setenv("GRADAGG_PIECE", "65536", 1);
+  EXPECT_EQ(Parse({}).options.aggregator.pieceBytes, 65536u);
+  EXPECT_EQ(Parse({"--piece", "0"}).options.aggregator.pieceBytes, 0u);
+  EXPECT_EQ(Parse({"--piece", "256K"}).options.aggregator.pieceBytes, 256u << 10);
+  setenv("GRADAGG_PIECE", "-1", 1);
+  EXPECT_NE(Parse({}).error.find("GRADAGG_PIECE=-1"), std::string::npos);
+  unsetenv("GRADAGG_PIECE");
+  EXPECT_NE(Parse({"--piece", "big"}).error.find("--piece big"), std::string::npos);
+}
+
 TEST(ParseCommandLine, NamesWhatIsWrong) {
   EXPECT_NE(Parse({"--bits", "3"}).error.find("bits"), std::string::npos);
   EXPECT_NE(Parse({"-b", "1Q"}).error.find("minbytes"), std::string::npos);

@@ -31,7 +31,7 @@ extern "C" {
 #define GRADAGG_C_EXPORT
 #endif
 
-#define GRADAGG_C_API_VERSION 1
+#define GRADAGG_C_API_VERSION 2
 
 typedef enum gradagg_status {
   GRADAGG_OK = 0,
@@ -60,6 +60,7 @@ typedef struct gradagg_options {
   double timeout_seconds;     /* 0 = wait for ever */
   int timing;                 /* 0 or 1: per-phase times in gradagg_stats */
   int trace_level;            /* 0, 1, 2, 3 (GRADAGG_TRACE) */
+  size_t piece_bytes;         /* phase 2's pieces, bytes of codes; 0 = one piece (since version 2) */
 } gradagg_options;
 
 /* A tensor: host memory (gradagg_aggregate, float32 only) or device memory of the rank's current GPU. */

@@ -18,6 +18,9 @@ struct AggregatorOptions {
   int ranksPerNode = 0;           // GRADAGG_RANKS_PER_NODE: 0 = one node per host; N = emulate nodes of N ranks
   MpiTransport transport = MpiTransport::kAuto;  // GRADAGG_CUDA_AWARE_MPI: auto, on (CUDA-aware) or off (staged)
   size_t stagingChunkBytes = 4 << 20;  // GRADAGG_STAGING_CHUNK: staged transport pipelines messages in chunks of this
+  // GRADAGG_PIECE: phase 2 cuts each node's part into pieces of about this many bytes of codes, quantized, sent,
+  // summed and re-quantized one after another so that the codec overlaps the network; 0 = one piece per part.
+  size_t pieceBytes = 1 << 20;
   // GRADAGG_DOUBLE_BUFFERED: CNTK's one-step-stale mode. AggregateGradients hands this step's gradients to a
   // background thread and returns the previous step's aggregate (zeros and numSamples 0 on the first call), so the
   // aggregation overlaps the next step's computation. Needs MPI_THREAD_SERIALIZED or higher.
@@ -28,6 +31,9 @@ struct AggregatorOptions {
   int traceLevel = 0;   // GRADAGG_TRACE: 0 quiet, 1 configuration at start, 2 per-call phase times,
                         // 3 also each call's host timeline of steps
 };
+
+// The largest AggregatorOptions::pieceBytes (1 TiB: no message is larger; the ranks compare it as a signed count).
+inline constexpr size_t kMaxPieceBytes = size_t{1} << 40;
 
 // Returns `options` with every GRADAGG_* variable that is set applied. Throws UsageError for an unparsable value.
 AggregatorOptions ApplyEnvironment(AggregatorOptions options);

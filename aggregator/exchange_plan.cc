@@ -19,7 +19,7 @@ NodePosition PositionIn(MPI_Comm cross) {
 namespace {
 
 // Pieces per sub-stripe: enough for the largest sub-stripe's pieces to stay within pieceBytes, at most one per
-// bucket of the largest sub-stripe (the others may then have empty pieces).
+// bucket of the largest sub-stripe (the others may then have empty pieces) and kMaxMessagesPerExchange in all.
 size_t PiecesFor(const std::vector<BucketLayout>& subLayouts, const std::vector<size_t>& wireBytes,
                  size_t pieceBytes) {
   size_t largestWire = 0;
@@ -28,8 +28,9 @@ size_t PiecesFor(const std::vector<BucketLayout>& subLayouts, const std::vector<
     largestWire = std::max(largestWire, wireBytes[j]);
     mostBuckets = std::max(mostBuckets, subLayouts[j].buckets());
   }
-  if (pieceBytes == 0) return 1;
-  return std::clamp<size_t>((largestWire + pieceBytes - 1) / pieceBytes, 1, mostBuckets);
+  if (pieceBytes == 0 || subLayouts.size() < 2) return 1;
+  const size_t most = std::max<size_t>(1, std::min(mostBuckets, kMaxMessagesPerExchange / (subLayouts.size() - 1)));
+  return std::clamp<size_t>((largestWire + pieceBytes - 1) / pieceBytes, 1, most);
 }
 
 }  // namespace

@@ -8,7 +8,8 @@
 #      variant against the defaults in the same run, 2 rounds interleaved.
 # PARTS (default "calls timeline times settings") picks the steps; ROUNDS the rounds of steps 3 and 4 (default 3 and 2),
 # SIZES the sizes of step 3 (default "-b 256K -e 64M -f 4"); MPI_OPTIONS are added to every mpirun; VARIANTS replaces
-# step 4's list ("label|mpirun options|gradagg options;...").
+# step 4's list ("label|mpirun options|gradagg options;..."); TIMELINES replaces step 2's ("label|size|gradagg
+# options;...", default the 1 and 4 MiB calls).
 # With one GPU both ranks share it through MPS (started here, stopped at the end), so that neither waits for the
 # other's time slice; with two or more, one GPU each.
 #
@@ -56,9 +57,13 @@ common=(--device cuda --ranks-per-node 1 --cuda-aware-mpi off --bits 1 --no-base
 done
 
 # 2. Timelines: the last calls of each rank.
-[[ $parts == *" timeline "* ]] && for size in 1M 4M; do
-  "${launch[@]}" "$bin/gradagg" "${common[@]}" --size "$size" -w 5 -n 10 --trace 3 > "$out/timeline_$size.log" 2>&1 ||
-    status=1
+# shellcheck disable=SC2206
+[ -n "${TIMELINES:-}" ] && IFS=';' read -r -a timelines <<<"$TIMELINES" || timelines=("1M|1M|" "4M|4M|")
+[[ $parts == *" timeline "* ]] && for entry in "${timelines[@]}"; do
+  IFS='|' read -r label size gradagg_options <<<"$entry"
+  # shellcheck disable=SC2086
+  "${launch[@]}" "$bin/gradagg" "${common[@]}" --size "$size" -w 5 -n 10 --trace 3 $gradagg_options \
+    > "$out/timeline_${label// /_}.log" 2>&1 || status=1
 done
 
 # 3. Whole calls, interleaved: the earlier build and this one with per-phase timing (what the CLI always did), and

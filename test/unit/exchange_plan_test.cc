@@ -47,7 +47,7 @@ TEST(ExchangePlan, PartsTileEverySubStripeAndItsWireImage) {
   }
 }
 
-TEST(ExchangePlan, PiecesFollowThePieceSizeUpToOnePerBucket) {
+TEST(ExchangePlan, PiecesFollowThePieceSizeUpToOnePerBucketAndTheMessageCap) {
   const BucketLayout layout = Tensors();  // 1 bit: about 2.3 MB of floats, 103 KB of codes; 2 nodes: 52 KB each
   EXPECT_EQ(ExchangePlan(layout, {0, 2}, Bits(1), 0).pieces, 1u);
   EXPECT_EQ(ExchangePlan(layout, {0, 2}, Bits(1), size_t{1} << 20).pieces, 1u);
@@ -56,13 +56,13 @@ TEST(ExchangePlan, PiecesFollowThePieceSizeUpToOnePerBucket) {
   size_t largest = 0;
   for (size_t bytes : cut.partWireBytes) largest = std::max(largest, bytes);
   EXPECT_LE(largest, size_t{8192} + BucketWireBytes(96, 1));  // whole buckets: at most one over
-  // One byte per piece: one bucket per piece, as many pieces as the largest sub-stripe has buckets.
-  const ExchangePlan finest(layout, {0, 2}, Bits(1), 1);
-  size_t mostBuckets = 0;
-  for (const ElementRange& sub : finest.subStripes) {
-    mostBuckets = std::max(mostBuckets, layout.Slice(sub.begin, sub.count).buckets());
-  }
-  EXPECT_EQ(finest.pieces, mostBuckets);
+  // One byte per piece: one bucket per piece, as many pieces as the largest sub-stripe has buckets, unless that
+  // makes more messages than the cap.
+  const BucketLayout small = BucketLayout::Uniform(10000, 96);  // 105 buckets: 53 and 52 on 2 nodes
+  EXPECT_EQ(ExchangePlan(small, {0, 2}, Bits(1), 1).pieces, 53u);
+  EXPECT_EQ(ExchangePlan(layout, {0, 2}, Bits(1), 1).pieces, kMaxMessagesPerExchange);
+  EXPECT_EQ(ExchangePlan(layout, {0, 5}, Bits(1), 1).pieces, kMaxMessagesPerExchange / 4);
+  EXPECT_EQ(ExchangePlan(layout, {0, 1}, Bits(1), 1).pieces, 1u);  // one node sends nothing
 }
 
 TEST(ExchangePlan, MessagesPointAtEachPartsCodes) {

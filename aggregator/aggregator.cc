@@ -40,8 +40,9 @@ void RequireSameOptions(MPI_Comm comm, const AggregatorOptions& options) {
                             options.ranksPerNode,
                             static_cast<long long>(options.pieceBytes)};
   constexpr int kFields = sizeof mine / sizeof mine[0];
-  const char* const names[kFields] = {"bits",           "bucket size",         "error feedback", "mean threshold",
-                                      "quantize own stripe", "ranks per node", "piece bytes"};
+  const char* const names[kFields] = {"bits",           "bucket size",         "error feedback",
+                                      "mean threshold", "quantize own stripe", "ranks per node",
+                                      "piece bytes"};
   long long lowest[kFields];
   long long highest[kFields];
   GRADAGG_MPI_CHECK(MPI_Allreduce(mine, lowest, kFields, MPI_LONG_LONG, MPI_MIN, comm));

@@ -105,7 +105,8 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
         }
         return;
       }
-      const void* wire = source == ownIndex ? stripeWire + plan_.StripeWireOffset(ownPart) : scatter.receives[part].data;
+      const void* wire =
+          source == ownIndex ? stripeWire + plan_.StripeWireOffset(ownPart) : scatter.receives[part].data;
       if (source == 0) {
         backend.Decode(wire, ownPart, pieceSum, false);
       } else {

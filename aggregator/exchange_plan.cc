@@ -20,8 +20,7 @@ namespace {
 
 // Pieces per sub-stripe: enough for the largest sub-stripe's pieces to stay within pieceBytes, at most one per
 // bucket of the largest sub-stripe (the others may then have empty pieces) and kMaxMessagesPerExchange in all.
-size_t PiecesFor(const std::vector<BucketLayout>& subLayouts, const std::vector<size_t>& wireBytes,
-                 size_t pieceBytes) {
+size_t PiecesFor(const std::vector<BucketLayout>& subLayouts, const std::vector<size_t>& wireBytes, size_t pieceBytes) {
   size_t largestWire = 0;
   size_t mostBuckets = 1;
   for (size_t j = 0; j < subLayouts.size(); ++j) {

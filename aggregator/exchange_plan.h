@@ -42,8 +42,7 @@ struct ExchangePlan {
   // `stripe`: the layout of the stripe this rank exchanges. Sub-stripes are cut into as many pieces as it takes to
   // keep the largest piece's codes within `pieceBytes` (0: one piece), at most one piece per bucket and at most
   // kMaxMessagesPerExchange messages to the other nodes.
-  ExchangePlan(const BucketLayout& stripe, NodePosition position, const QuantizerConfig& quantizer,
-               size_t pieceBytes);
+  ExchangePlan(const BucketLayout& stripe, NodePosition position, const QuantizerConfig& quantizer, size_t pieceBytes);
 
   // Step 2: every other owner gets its parts of our stripe's wire image, and sends us its parts of our sub-stripe,
   // which land in slot j of `received` (slots `slotBytes` apart), each at its place in our sub-stripe's wire image.

@@ -147,8 +147,7 @@ std::string Describe(const AggregatorOptions& options) {
          " ranks_per_node=" + (options.ranksPerNode == 0 ? std::string("host") : std::to_string(options.ranksPerNode)) +
          " cuda_aware_mpi=" + ToString(options.transport) +
          " staging_chunk=" + std::to_string(options.stagingChunkBytes) +
-         " piece=" + std::to_string(options.pieceBytes) +
-         " double_buffered=" + OnOff(options.doubleBuffered) +
+         " piece=" + std::to_string(options.pieceBytes) + " double_buffered=" + OnOff(options.doubleBuffered) +
          " timeout=" + std::to_string(static_cast<long long>(options.timeoutSeconds)) +
          "s timing=" + OnOff(options.timing) + " trace=" + std::to_string(options.traceLevel);
 }

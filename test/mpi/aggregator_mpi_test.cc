@@ -94,9 +94,9 @@ TEST(AggregateGradients, PiecesLeaveEveryBitAsItWas) {
       Aggregator aggregator(MPI_COMM_WORLD, options);
       SerialSimulation oracle = Oracle(options);
       for (uint32_t step = 0; step < 2; ++step) {
-        ExpectMatchesOracle(aggregator, oracle, 40009, 70 + step,
-                            "bits " + std::to_string(bits) + " piece " + std::to_string(pieceBytes) + " step " +
-                                std::to_string(step));
+        ExpectMatchesOracle(
+            aggregator, oracle, 40009, 70 + step,
+            "bits " + std::to_string(bits) + " piece " + std::to_string(pieceBytes) + " step " + std::to_string(step));
       }
     }
   }

@@ -116,7 +116,8 @@ TEST(ExchangeInRankOrder, AfterSendsComesOnceBetweenTheSendsAndTheFirstReadyPart
 // Bytes rank `from` sends rank `to` as piece `piece`: pieces of one message differ in length and contents; piece 1
 // is empty between some pairs.
 std::vector<unsigned char> PieceOf(int from, int to, int piece) {
-  const size_t length = piece == 1 && (from + to) % 2 == 0 ? 0 : static_cast<size_t>(7 * from + 3 * to + 11 * piece + 1);
+  const size_t length =
+      piece == 1 && (from + to) % 2 == 0 ? 0 : static_cast<size_t>(7 * from + 3 * to + 11 * piece + 1);
   std::vector<unsigned char> bytes(length);
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(from * 31 + to * 7 + piece * 5 + i);
   return bytes;

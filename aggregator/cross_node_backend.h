@@ -43,7 +43,7 @@ class CrossNodeBackend {
   virtual size_t SlotAlignment() const = 0;           // receive slots start on multiples of this many bytes
   virtual const char* transport() const = 0;          // how the exchange moves bytes, for the trace
 
-  // The layouts that the codec calls below name by index (the phase's sub-stripes).
+  // The layouts that the codec calls below name by index (the phase's parts: exchange_plan.h).
   virtual void SetLayouts(const std::vector<BucketLayout>& layouts) = 0;
   // The quantizer's Encode, Decode and DecodeAccumulate (quantize/quantizer.h) on layouts[layout]. Decode counts
   // the non-finite buckets it meets when `count` is set; FinishCall returns the count.
@@ -55,8 +55,9 @@ class CrossNodeBackend {
   virtual void Add(float* sum, const float* values, size_t count) = 0;
   virtual void Fold(float* values, float* residual, size_t count) = 0;
 
-  // ExchangeInRankOrder (mpi_glue/ordered_exchange.h) on the backend's memory, within its deadline. beforeSend(p),
-  // where set, produces sends[p] (it may queue work); p's bytes leave once it is done, while later parts are produced.
+  // ExchangeInRankOrder (mpi_glue/ordered_exchange.h, entries per piece and rank) on the backend's memory, within its
+  // deadline. beforeSend(e), where set, produces sends[e] (it may queue work); e's bytes leave once it is done, while
+  // later entries are produced.
   // afterSends(), where set, comes once every send is produced, before the first onReady: work to overlap the traffic.
   // On return every onReady has run; its queued work may still be running.
   virtual void Exchange(MPI_Comm cross, int tag, const std::vector<SendBuffer>& sends,

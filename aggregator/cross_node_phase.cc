@@ -94,7 +94,8 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
     const size_t source = plan_.Owner(part);
     const size_t ownPart = plan_.OwnPart(part);
     const ElementRange piece = plan_.parts[ownPart];
-    float* pieceSum = sum + (piece.begin - own.begin);
+    const size_t pieceOffset = piece.begin - own.begin;  // in our sub-stripe
+    float* pieceSum = sum + pieceOffset;
     backend.Time(CodecStep::kDecode, [&] {
       if (source == ownIndex && !quantizeOwnStripe_) {
         const float* exact = stripe + piece.begin;
@@ -114,7 +115,6 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
       }
     });
     if (source != lastNode) return;
-    const size_t pieceOffset = piece.begin - own.begin;
     backend.Time(CodecStep::kEncode, [&] {
       backend.Encode(pieceSum, ownResidual != nullptr ? ownResidual + pieceOffset : nullptr, ownPart,
                      ownWire + plan_.partWireOffsets[ownPart]);

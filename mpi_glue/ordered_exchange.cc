@@ -48,13 +48,17 @@ std::vector<int> EntrySendingOrder(int rank, int size, size_t entries) {
   return order;
 }
 
-size_t PiecesOf(size_t entries, int size, const char* who) {
-  const auto ranks = static_cast<size_t>(size);
-  if (entries == 0 || entries % ranks != 0) {
-    throw std::invalid_argument(std::string(who) + ": need one send and one receive entry per rank and piece (" +
-                                std::to_string(entries) + " entries for " + std::to_string(size) + " ranks)");
+size_t PiecesOf(size_t sendEntries, size_t receiveEntries, int size, const char* who) {
+  if (receiveEntries != sendEntries) {
+    throw std::invalid_argument(std::string(who) + ": need as many receive entries as send entries (" +
+                                std::to_string(receiveEntries) + " and " + std::to_string(sendEntries) + ")");
   }
-  return entries / ranks;
+  const auto ranks = static_cast<size_t>(size);
+  if (sendEntries == 0 || sendEntries % ranks != 0) {
+    throw std::invalid_argument(std::string(who) + ": need one send and one receive entry per rank and piece (" +
+                                std::to_string(sendEntries) + " entries for " + std::to_string(size) + " ranks)");
+  }
+  return sendEntries / ranks;
 }
 
 RankOrderRelease::RankOrderRelease(int size, size_t pieces)
@@ -75,10 +79,7 @@ void ExchangeInRankOrder(MPI_Comm comm, int tag, const std::vector<SendBuffer>& 
   int size = 0;
   GRADAGG_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   GRADAGG_MPI_CHECK(MPI_Comm_size(comm, &size));
-  const size_t pieces = PiecesOf(sends.size(), size, "ExchangeInRankOrder");
-  if (receives.size() != sends.size()) {
-    throw std::invalid_argument("ExchangeInRankOrder: need as many receive entries as send entries");
-  }
+  const size_t pieces = PiecesOf(sends.size(), receives.size(), size, "ExchangeInRankOrder");
   maxMessageBytes = std::clamp<size_t>(maxMessageBytes, 1, static_cast<size_t>(INT32_MAX));
 
   // 1. Receives first, so no message waits for a matching receive. Same-tag messages between two ranks match in the

@@ -35,8 +35,9 @@ std::vector<int> SendingOrder(int rank, int size);
 // SendingOrder, then every peer's piece 1, and so on.
 std::vector<int> EntrySendingOrder(int rank, int size, size_t entries);
 
-// The pieces of the entries count, checked: throws std::invalid_argument unless it is a positive multiple of size.
-size_t PiecesOf(size_t entries, int size, const char* who);
+// The pieces of an exchange of these entry counts, checked: throws std::invalid_argument naming `who` unless there are
+// as many receive entries as send entries and their count is a positive multiple of size.
+size_t PiecesOf(size_t sendEntries, size_t receiveEntries, int size, const char* who);
 
 // When onReady may see an entry: entry (piece k, rank p) once its bytes are in place and (k, p - 1) has been seen,
 // so each piece's parts come in rank order; pieces do not wait for each other. The caller counts each entry's

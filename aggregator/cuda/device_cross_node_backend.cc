@@ -8,6 +8,7 @@
 #include "aggregator/partition.h"
 #include "ground/cuda/cuda_error.h"
 #include "ground/cuda/device_memory.h"
+#include "ground/cuda/event_pool.h"
 #include "quantize/bucket_layout.h"
 #include "quantize/cuda/cuda_quantizer.h"
 
@@ -21,43 +22,27 @@ void FreeMapped(void* memory) { cudaFreeHost(memory); }
 // events are made once and reused by later calls: creating them costs host time on the call's critical path.
 class CodecTimer {
  public:
-  CodecTimer() = default;
-  CodecTimer(const CodecTimer&) = delete;
-  CodecTimer& operator=(const CodecTimer&) = delete;
-  ~CodecTimer() {
-    for (auto& [start, stop] : pairs_) {
-      cudaEventDestroy(start);
-      cudaEventDestroy(stop);
-    }
-  }
-
   void Clear() { used_ = 0; }
   template <typename Launch>
   void Time(cudaStream_t stream, Launch launch) {
-    if (used_ == pairs_.size()) {
-      std::pair<cudaEvent_t, cudaEvent_t> pair{};
-      GRADAGG_CUDA_CHECK(cudaEventCreate(&pair.first));
-      pairs_.push_back(pair);
-      GRADAGG_CUDA_CHECK(cudaEventCreate(&pairs_.back().second));
-    }
-    const auto& [start, stop] = pairs_[used_++];
-    GRADAGG_CUDA_CHECK(cudaEventRecord(start, stream));
+    GRADAGG_CUDA_CHECK(cudaEventRecord(starts_[used_], stream));
     launch();
-    GRADAGG_CUDA_CHECK(cudaEventRecord(stop, stream));
+    GRADAGG_CUDA_CHECK(cudaEventRecord(stops_[used_], stream));
+    ++used_;
   }
   double Seconds() const {  // after the stream has finished
     double seconds = 0.0;
     for (size_t i = 0; i < used_; ++i) {
       float milliseconds = 0.0f;
-      GRADAGG_CUDA_CHECK(cudaEventElapsedTime(&milliseconds, pairs_[i].first, pairs_[i].second));
+      GRADAGG_CUDA_CHECK(cudaEventElapsedTime(&milliseconds, starts_.at(i), stops_.at(i)));
       seconds += milliseconds * 1e-3;
     }
     return seconds;
   }
 
  private:
-  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> pairs_;
-  size_t used_ = 0;  // pairs recorded in this call
+  EventPool starts_{cudaEventDefault}, stops_{cudaEventDefault};  // timed events
+  size_t used_ = 0;                                               // pairs recorded in this call
 };
 
 class CudaCrossNodeBackend final : public DeviceCrossNodeBackend {

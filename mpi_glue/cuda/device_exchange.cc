@@ -10,6 +10,7 @@
 #include "ground/call_timeline.h"
 #include "ground/cuda/cuda_error.h"
 #include "ground/cuda/device_memory.h"
+#include "ground/cuda/event_pool.h"
 #include "mpi_glue/deadline.h"
 #include "mpi_glue/mpi_error.h"
 
@@ -21,33 +22,8 @@ size_t CheckShape(MPI_Comm comm, const std::vector<SendBuffer>& sends, const std
                   int& rank, int& size) {
   GRADAGG_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   GRADAGG_MPI_CHECK(MPI_Comm_size(comm, &size));
-  if (receives.size() != sends.size())
-    throw std::invalid_argument("DeviceExchange: need as many receive entries as send entries");
-  return PiecesOf(sends.size(), size, "DeviceExchange");
+  return PiecesOf(sends.size(), receives.size(), size, "DeviceExchange");
 }
-
-// Events made on first use and reused by index across runs (one per message or chunk of a run), destroyed with the
-// pool.
-class EventPool {
- public:
-  EventPool() = default;
-  EventPool(const EventPool&) = delete;
-  EventPool& operator=(const EventPool&) = delete;
-  ~EventPool() {
-    for (cudaEvent_t event : events_) cudaEventDestroy(event);
-  }
-  cudaEvent_t operator[](size_t index) {
-    while (events_.size() <= index) {
-      cudaEvent_t event = nullptr;
-      GRADAGG_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-      events_.push_back(event);
-    }
-    return events_[index];
-  }
-
- private:
-  std::vector<cudaEvent_t> events_;
-};
 
 // Host memory that work a run left queued on its stream may still read (a run returns without waiting for its
 // stream). Release marks where that work ends; Wait, before anything writes the memory again, blocks until it is done

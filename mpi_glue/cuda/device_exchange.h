@@ -1,4 +1,4 @@
-// ExchangeInRankOrder (mpi_glue/ordered_exchange.h) for buffers in device memory, through one of two transports:
+// ExchangeInRankOrder (mpi_glue/ordered_exchange.h) for buffers in device memory, through one of three transports:
 //
 // - CudaAwareExchange: device pointers go straight to MPI_Isend/MPI_Irecv (the MPI must be CUDA-aware);
 // - MappedExchange: every message lives in mapped pinned host memory (cudaHostAllocMapped: one address for host and
@@ -10,10 +10,11 @@
 //     2. every receive's chunks are posted into pinned memory;
 //     3. a polling loop sends each chunk once its event has fired, and copies each arrived chunk back to the device
 //        on `stream`;
-//     4. onReady(p) runs in rank order once p's chunks (and every lower rank's) are queued for the device.
+//     4. onReady(e) runs as ExchangeInRankOrder's would, once e's chunks (and those of every entry before it in its
+//        piece) are queued for the device.
 //
-// Both are stream-ordered around MPI: the sends' contents are whatever `stream` has produced when Run is called,
-// and onReady(p) may enqueue work on `stream` that reads p's receive buffer. Run returns once every message has
+// All are stream-ordered around MPI: the sends' contents are whatever `stream` has produced when Run is called,
+// and onReady(e) may enqueue work on `stream` that reads entry e's receive buffer. Run returns once every message has
 // arrived and every onReady has run, without waiting for `stream`: the copies and onReady's work may still be running
 // there, so whatever follows on `stream` sees them done, and the host must wait for `stream` before reading results.
 #pragma once
@@ -36,8 +37,8 @@ class DeviceExchange {
   virtual ~DeviceExchange() = default;
   // As ExchangeInRankOrder, with every buffer in device memory. A send buffer may serve several peers. Past the
   // exchange's timeout it throws TimeoutError naming `what` and the ranks it waits for, as ExchangeInRankOrder does.
-  // beforeSend(p) (where set) may queue, on `stream`, the work that fills sends[p]; it is called in sending order
-  // (rank + 1, rank + 2, ...), and p's bytes leave once that work is done, while later parts are still produced.
+  // Entries and pieces as there. beforeSend(e) (where set) may queue, on `stream`, the work that fills sends[e]; it is
+  // called in EntrySendingOrder, and e's bytes leave once that work is done, while later entries are still produced.
   // afterSends() (where set) comes once every send's work is queued, before the first onReady: work to overlap the
   // traffic, queued behind the sends' copies.
   virtual void Run(MPI_Comm comm, int tag, const std::vector<SendBuffer>& sends,

@@ -189,8 +189,10 @@ TEST(ExchangeInRankOrder, EntriesThatAreNotWholePiecesAreRefused) {
     receives.resize(sends.size());
     EXPECT_THROW(ExchangeInRankOrder(MPI_COMM_WORLD, 11, sends, receives, [](int) {}), std::invalid_argument);
   }
-  EXPECT_THROW(PiecesOf(0, size, "test"), std::invalid_argument);
-  EXPECT_EQ(PiecesOf(static_cast<size_t>(4 * size), size, "test"), 4u);
+  EXPECT_THROW(PiecesOf(0, 0, size, "test"), std::invalid_argument);
+  const auto four = static_cast<size_t>(4 * size);
+  EXPECT_THROW(PiecesOf(four, four + 1, size, "test"), std::invalid_argument);
+  EXPECT_EQ(PiecesOf(four, four, size, "test"), 4u);
 }
 
 TEST(ExchangeInRankOrder, AMessageOfTheWrongSizeThrowsOnTheReceiver) {

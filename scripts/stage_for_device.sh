@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Copies what a GPU-machine round runs (the GPU test and benchmark binaries, the trainer, the C API's library, and the
 # shared libraries of Google Benchmark, Google Highway and the CUDA runtime) into .device-carry/ (git-ignored), to be named in the device tool's
-# `carry`. With --with-data, also Fashion-MNIST (30 MB) into .device-carry/fashion-mnist for the trainer.
+# `carry`. With --with-data, also Fashion-MNIST (30 MB) into .device-carry/fashion-mnist for the trainer; with
+# --with-package, the installed package (below).
 # Build first (scripts/build.sh); CUDA binaries exist only where nvcc was found.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,7 +23,16 @@ library=$(ldconfig -p | awk '/libhwy\.so\.1 / && !found {print $NF; found = 1}')
 for library in "$root"/build/lib/libgradagg_c.so "$root"/build/lib/libgradagg_cuda_call_counter.so $(ldd "$root/build/bin/gradagg" 2>/dev/null | awk '/libcudart/ {print $3}'); do
   [ -f "$library" ] && cp "$library" "$carry/"
 done
-if [ "${1:-}" = --with-data ]; then
+# With --with-package, also the installed package (cmake --install) in .device-carry/package, Highway's library beside
+# libgradagg.so (the GPU machine has none), for scripts/gpu_package_round.sh.
+for option in "$@"; do
+  if [ "$option" = --with-package ]; then
+    cmake --install "$root/build" --prefix "$carry/package" >/dev/null
+    library=$(ldconfig -p | awk '/libhwy\.so\.1 / && !found {print $NF; found = 1}')
+    cp "$library" "$carry/package/lib/"
+  fi
+done
+if [[ " $* " == *" --with-data "* ]]; then
   mkdir -p "$carry/fashion-mnist"
   cp /usr/share/datasets/fashion-mnist/*-ubyte.gz "$carry/fashion-mnist/"
 fi

@@ -5,11 +5,13 @@ JSON and one CSV table. The same script drives the emulated cluster on one host 
   # one host, emulated nodes on a 1 Gbit/s network (root):
   scripts/scaling_sweep.py --emulated --rate 1gbit --nodes 1,2,4 --ranks-per-node 1 --bits 1,32 \
       --min 4M --max 256M --out bench/results/sweep_1gbit
-  # a real cluster (one host per line in the hostfile; the first N are used for N nodes):
-  scripts/scaling_sweep.py --hostfile hosts --nodes 2,4,8 --ranks-per-node 8 --bits 1,32 --out sweep
+  # a real cluster (one host per line in the hostfile; the first N are used for N nodes), one GPU per rank:
+  scripts/scaling_sweep.py --hostfile hosts --nodes 2,4,8 --ranks-per-node 8 --bits 1,32 \
+      --wrapper scripts/bind_local_gpu.sh --out sweep
 
-Every row holds gradagg's time, MPI_Allreduce's time for the same gradient in the same run, per-phase times and
-the bytes each rank sent across nodes. Extra mpirun options: --mpirun-args "...".
+Every row holds the device the run used, gradagg's time, MPI_Allreduce's time for the same gradient in the same run
+(and NCCL's on GPUs), per-phase times and the bytes each rank sent across nodes; the table is printed at the end.
+Extra mpirun options: --mpirun-args "..."; a program that each rank runs gradagg through: --wrapper "...".
 """
 import argparse
 import csv
@@ -21,8 +23,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COLUMNS = ["nodes", "ranks_per_node", "ranks", "bits", "rate", "bytes", "time_us", "mpi_allreduce_time_us",
-           "speedup_vs_mpi", "inter_node_bytes_per_rank", "inter_node_float_bytes_per_rank", "reduce_scatter_us",
+COLUMNS = ["nodes", "ranks_per_node", "ranks", "bits", "rate", "device", "bytes", "time_us", "mpi_allreduce_time_us",
+           "speedup_vs_mpi", "nccl_allreduce_time_us", "inter_node_bytes_per_rank", "inter_node_float_bytes_per_rank", "reduce_scatter_us",
            "quantize_us", "exchange_us", "decode_us", "all_gather_us", "check"]
 
 
@@ -51,6 +53,12 @@ def parse_args(argv):
     parser.add_argument("--warmups", type=int, default=1, help="warm-ups (gradagg -w)")
     parser.add_argument("--rate", default="", help="emulated link rate, tc syntax (e.g. 1gbit); unshaped if empty")
     parser.add_argument("--check", action="store_true", help="also --check every run")
+    parser.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                        help="gradagg --device (default auto: GPUs where every rank sees one, else CPU; the table "
+                             "says which ran)")
+    parser.add_argument("--wrapper", default="",
+                        help="a command each rank runs gradagg through, e.g. scripts/bind_local_gpu.sh")
+    parser.add_argument("--bind-to", default="core", help="real cluster: mpirun --bind-to (core, socket, none)")
     parser.add_argument("--gradagg", default=os.path.join(ROOT, "build", "bin", "gradagg"), help="the CLI binary")
     parser.add_argument("--mpirun-args", default="", help="extra mpirun options (real cluster: binding, btl, ...)")
     parser.add_argument("--out", required=True, help="output path without extension: writes OUT.json and OUT.csv")
@@ -68,7 +76,7 @@ def hosts_from(path):
 
 
 def launch_command(args, nodes, per_node, json_path, bits, workdir):
-    gradagg = [args.gradagg, "--device", "cpu", "--bits", str(bits), "-b", args.min, "-e", args.max, "-f",
+    gradagg = shlex.split(args.wrapper) + [args.gradagg, "--device", args.device, "--bits", str(bits), "-b", args.min, "-e", args.max, "-f",
                str(args.factor), "-n", str(args.iters), "-w", str(args.warmups), "--json", json_path]
     if args.check:
         gradagg.append("--check")
@@ -86,18 +94,21 @@ def launch_command(args, nodes, per_node, json_path, bits, workdir):
     hostfile = os.path.join(workdir, f"hosts.{nodes}x{per_node}")
     with open(hostfile, "w") as f:
         f.writelines(f"{host} slots={per_node}\n" for host in hosts[:nodes])
-    return (["mpirun", "--hostfile", hostfile, "--map-by", f"ppr:{per_node}:node", "--bind-to", "core"] + extra +
-            ranks + gradagg)
+    return (["mpirun", "--hostfile", hostfile, "--map-by", f"ppr:{per_node}:node", "--bind-to", args.bind_to] +
+            extra + ranks + gradagg)
 
 
 def rows_from(result, nodes, per_node, bits, rate):
     for r in result["results"]:
         phases = r["phases_us"]
         mpi = r.get("mpi_allreduce_time_us", 0.0)
+        nccl = r.get("nccl_allreduce_time_us", 0.0)
         yield {
             "nodes": nodes, "ranks_per_node": per_node, "ranks": nodes * per_node, "bits": bits, "rate": rate,
-            "bytes": r["bytes"], "time_us": round(r["time_us"], 1), "mpi_allreduce_time_us": round(mpi, 1),
+            "device": result["device"], "bytes": r["bytes"], "time_us": round(r["time_us"], 1),
+            "mpi_allreduce_time_us": round(mpi, 1),
             "speedup_vs_mpi": round(mpi / r["time_us"], 3) if mpi and r["time_us"] else "",
+            "nccl_allreduce_time_us": round(nccl, 1) if nccl else "",
             "inter_node_bytes_per_rank": r["inter_node_bytes_per_rank"],
             "inter_node_float_bytes_per_rank": r["inter_node_float_bytes_per_rank"],
             "reduce_scatter_us": round(phases["reduce_scatter"], 1), "quantize_us": round(phases["quantize"], 1),
@@ -121,14 +132,30 @@ def main(argv):
                         sys.stderr.write(completed.stdout)
                         raise SystemExit(f"scaling_sweep: run failed with exit code {completed.returncode}")
                     with open(json_path) as f:
-                        rows.extend(rows_from(json.load(f), nodes, per_node, bits, args.rate or "unshaped"))
+                        rate = (args.rate or "unshaped") if args.emulated else "site"
+                        rows.extend(rows_from(json.load(f), nodes, per_node, bits, rate))
     with open(args.out + ".json", "w") as f:
         json.dump({"command": shlex.join(["scripts/scaling_sweep.py"] + argv), "rows": rows}, f, indent=1)
     with open(args.out + ".csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS, lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
+    print_table(rows)
     print(f"# wrote {len(rows)} rows to {args.out}.json and {args.out}.csv")
+
+
+TABLE = [("nodes", "nodes"), ("ranks_per_node", "per node"), ("bits", "bits"), ("device", "device"),
+         ("bytes", "bytes"), ("time_us", "gradagg us"), ("mpi_allreduce_time_us", "MPI_Allreduce us"),
+         ("speedup_vs_mpi", "x MPI"), ("nccl_allreduce_time_us", "NCCL us"),
+         ("inter_node_bytes_per_rank", "bytes across nodes per rank"), ("check", "check")]
+
+
+def print_table(rows):
+    """The rows as an aligned text table, the columns a reader compares first (the files hold them all)."""
+    cells = [[title for _, title in TABLE]] + [[str(row[key]) for key, _ in TABLE] for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(TABLE))]
+    for line in cells:
+        print("  ".join(cell.rjust(width) for cell, width in zip(line, widths)), flush=True)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,9 @@
 # each its own hostname, address and optionally shaped link), one slurmd per node, slurmctld and munged (a key of
 # its own) in node 0, and every configuration, state and log file in one temporary folder. Runs COMMAND in node 0
 # with SLURM_CONF set, so sbatch, srun, squeue and scontrol reach this cluster, then always stops and removes it
-# (also on failure or Ctrl-C). Each node's jobs see a /tmp of their own, so files a job means to share must live
-# elsewhere (the repository, the build folder). Jobs see the Open MPI settings of this network
-# (OMPI_MCA_*_if_include, ranks that yield), as a site's environment would set them.
+# (also on failure or Ctrl-C). The nodes share this host's file system; each has a TmpFS folder of its own. Jobs see
+# the Open MPI settings of this network (OMPI_MCA_*_if_include, ranks that yield), as a site's environment would set
+# them.
 #
 #   scripts/slurm_test_cluster.sh [options] -- COMMAND...
 #   scripts/slurm_test_cluster.sh --nodes 2 --rate 1gbit -- sbatch --wait --nodes=2 scripts/slurm_scaling.sbatch
@@ -53,8 +53,7 @@ for tool in ip tc unshare slurmctld slurmd munged sinfo; do
 done
 
 . "$(dirname "$0")/emulated_network.sh"
-# Not under /tmp: each slurmd gets a /tmp of its own (below), as each node of a cluster has.
-dir=$(mktemp -d "/var/tmp/$prefix-slurm.XXXXXX")
+dir=$(mktemp -d "${TMPDIR:-/tmp}/$prefix-slurm.XXXXXX")
 chmod 711 "$dir"  # munged wants every directory above its socket searchable by all
 teardown() {
   [ -z "$logs" ] || { mkdir -p "$logs" && cp "$dir"/*.log "$logs/" 2>/dev/null || true; }
@@ -74,7 +73,7 @@ emulated_network_in 0 munged --key-file="$dir/munge.key" --socket="$dir/munge.so
   --log-file="$dir/munged.log" --seed-file="$dir/munged.seed" --origin="$subnet.1"
 
 mkdir -p "$dir/state"
-for ((i = 0; i < nodes; i++)); do mkdir -p "$dir/spool/node$i"; done
+for ((i = 0; i < nodes; i++)); do mkdir -p "$dir/spool/node$i" "$dir/tmp/node$i"; done
 {
   echo "ClusterName=$prefix"
   echo "SlurmctldHost=node0($subnet.1)"
@@ -85,6 +84,7 @@ for ((i = 0; i < nodes; i++)); do mkdir -p "$dir/spool/node$i"; done
   echo "SlurmdUser=root"
   echo "StateSaveLocation=$dir/state"
   echo "SlurmdSpoolDir=$dir/spool/%n"
+  echo "TmpFS=$dir/tmp/%n"  # per node: PMIx keeps a folder per step there, named alike on every node
   echo "SlurmctldPidFile=$dir/slurmctld.pid"
   echo "SlurmdPidFile=$dir/slurmd.%n.pid"
   echo "SlurmctldLogFile=$dir/slurmctld.log"
@@ -110,8 +110,7 @@ export SLURM_CONF="$dir/slurm.conf"
 
 emulated_network_in 0 slurmctld -i
 for ((i = 0; i < nodes; i++)); do
-  emulated_network_in "$i" unshare --mount --propagation private \
-    sh -c 'mount -t tmpfs -o mode=1777 "$0-tmp" /tmp && exec slurmd -N "$0"' "node$i"
+  emulated_network_in "$i" slurmd -N "node$i"
 done
 
 # Every node idle, or give up with the daemons' own words.

@@ -18,13 +18,26 @@ beta * m + g to gradagg, and the average that comes back is the new momentum m, 
 returns in place of the gradient. Use the optimizer without momentum then. At 1 bit this is what trains as well as
 float32; momentum applied after a 1-bit aggregation diverges.
 
-full_precision_steps > 0 sends each bucket's first that many calls in float32 (a warm-up, as 1-bit Adam has), then
-switches to the options' bit width.
+warmup_steps > 0 sends each bucket's first that many calls at warmup_bits (default 32: float32; a warm-up, as 1-bit
+Adam has), then switches to the options' bit width with fresh carried error. full_precision_steps is the older name
+of warmup_steps.
+
+With Adam or AdamW use gradagg.torch.AdamW / Adam (gradagg/torch_adam.py): the hook carries Adam's first moment as its
+momentum (momentum = beta1), and the optimizer freezes the second moment after the warm-up, as 1-bit Adam does:
+
+    state = gradagg.torch.GradaggState(bits=1, momentum=0.9, warmup_steps=120, warmup_bits=4)
+    model.register_comm_hook(state, gradagg.torch.comm_hook)
+    optimizer = gradagg.torch.AdamW(model.parameters(), state, lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
+
+The hook refuses, at its first call, an optimizer that would silently train wrong on its output: one with a
+momentum of its own beside the hook's, and torch's Adam or AdamW behind a hook that quantizes below 32 bits.
+state.bits_per_element() says what crossed the nodes so far, per gradient element, the warm-up included.
 
 A bucket whose input holds a NaN or Inf (an AMP loss-scale overflow) comes back non-finite on every rank, so the
 GradScaler skips the step; the momentum is left as it was.
 """
 import contextlib
+import gc
 import os
 import queue
 import threading
@@ -34,7 +47,7 @@ import torch.distributed as dist
 
 import gradagg
 
-__all__ = ["GradaggState", "comm_hook", "init_process_group_from_mpi", "tensors_of"]
+__all__ = ["Adam", "AdamW", "GradaggState", "comm_hook", "init_process_group_from_mpi", "tensors_of"]
 
 
 def init_process_group_from_mpi(backend=None, port=29500):
@@ -56,34 +69,63 @@ class GradaggState:
     """The hook's state: gradagg options (keyword arguments, as gradagg.Aggregator takes them), the momentum, and one
     Aggregator and momentum buffer per DDP bucket."""
 
-    def __init__(self, momentum=0.0, comm=None, full_precision_steps=0, **options):
+    def __init__(self, momentum=0.0, comm=None, full_precision_steps=0, warmup_steps=0, warmup_bits=32,
+                 check_optimizers=True, **options):
         if not 0.0 <= momentum < 1.0:
             raise ValueError(f"gradagg.torch: momentum must be in [0, 1), not {momentum}")
-        if full_precision_steps < 0:
-            raise ValueError(f"gradagg.torch: full_precision_steps must be >= 0, not {full_precision_steps}")
+        if full_precision_steps and warmup_steps:
+            raise ValueError("gradagg.torch: give warmup_steps or its older name full_precision_steps, not both")
+        warmup_steps = warmup_steps or full_precision_steps
+        if warmup_steps < 0:
+            raise ValueError(f"gradagg.torch: warmup_steps must be >= 0, not {warmup_steps}")
+        if warmup_bits not in (1, 2, 4, 8, 32):
+            raise ValueError(f"gradagg.torch: warmup_bits must be 1, 2, 4, 8 or 32, not {warmup_bits}")
         self.momentum = momentum
         self.comm = comm
-        self.full_precision_steps = full_precision_steps
+        self.warmup_steps = warmup_steps
+        self.warmup_bits = warmup_bits
+        self.bits = options.get("bits", int(os.environ.get("GRADAGG_BITS", "1")))
         self.options = options
         self.aggregators = {}
         self.momenta = {}
+        self.momentum_views = {}  # parameter -> its slice of its bucket's momentum
         self.calls = {}
         self.world_size = None
+        self.optimizer = None  # a gradagg.torch Adam / AdamW paired with this state
+        self.optimizers_checked = not check_optimizers  # False: trust the caller (to measure a wrong pairing)
+        self.bytes_sent = 0  # across nodes, by this rank, and what float32 would have sent
+        self.float_bytes = 0
         self._queue = queue.Queue()
         self._waiter = threading.Thread(target=self._complete, daemon=True, name="gradagg-hook")
         self._waiter.start()
 
+    @property
+    def full_precision_steps(self):  # the older name
+        return self.warmup_steps
+
+    def bits_per_element(self):
+        """Bits this rank sent across nodes per gradient element, averaged over every call so far (None before
+        anything crossed nodes, as on one node)."""
+        return 32.0 * self.bytes_sent / self.float_bytes if self.float_bytes else None
+
+    def momentum_of(self, parameter):
+        """The hook's momentum for `parameter` (a view of its bucket's), or None: what the next step adds to."""
+        return self.momentum_views.get(parameter)
+
     def aggregator(self, key):
-        """The bucket's Aggregator for this call: float32 for its first full_precision_steps calls, then the
-        options' (whose carried error starts fresh there)."""
-        calls = self.calls[key] = self.calls.get(key, 0) + 1
-        if calls <= self.full_precision_steps:
-            key, options = key + ("float32",), dict(self.options, bits=32)
+        """The bucket's Aggregator for this call: warmup_bits for its first warmup_steps calls, then the options'
+        (whose carried error starts fresh there). Calls are counted per bucket index, so DDP's rebuild of its buckets
+        after the first iteration does not restart the warm-up."""
+        index = key[0]
+        calls = self.calls[index] = self.calls.get(index, 0) + 1
+        self._retire(key)
+        if calls <= self.warmup_steps:
+            key, options = key + ("warmup",), dict(self.options, bits=self.warmup_bits)
         else:
             options = self.options
             # The warm-up is over: its Aggregator is closed now, in step on every rank, not whenever it is collected.
-            if calls == self.full_precision_steps + 1:
-                warmup = self.aggregators.pop(key + ("float32",), None)
+            if calls == self.warmup_steps + 1:
+                warmup = self.aggregators.pop(key + ("warmup",), None)
                 if warmup is not None:
                     warmup.close()
         if key not in self.aggregators:  # collective: DDP hands buckets over in the same order on every rank
@@ -91,20 +133,33 @@ class GradaggState:
             self.world_size = self.aggregators[key].size
         return self.aggregators[key]
 
+    def _retire(self, key):
+        """A rebuilt bucket (the same index, other parameters or another order) replaces the old one everywhere at
+        once: the old Aggregators are closed, in the same order on every rank, and the old momentum buffer dropped
+        (comm_hook carries each parameter's momentum over first)."""
+        for old in [k for k in self.aggregators if k[0] == key[0] and k[:len(key)] != key]:
+            self.aggregators.pop(old).close()
+        for old in [k for k in self.momenta if k[0] == key[0] and k != key]:
+            del self.momenta[old]
+
     def _complete(self):
         while True:
-            pending, finish, future = self._queue.get()
+            aggregator, pending, finish, future = self._queue.get()
             try:
                 pending.wait()
+                stats = aggregator.stats
+                self.bytes_sent += stats["inter_node_bytes_sent"]
+                self.float_bytes += stats["inter_node_float_bytes"]
                 future.set_result(finish())
             except Exception as error:  # the training step sees it when it waits on the future
                 future.set_exception(error)
 
 
-def tensors_of(bucket):
-    """The bucket's flat buffer as views, one per parameter, so that each gets quantization buckets of its own (a
-    small bias never shares statistics with a large weight); the whole buffer where the sizes do not add up."""
-    buffer = bucket.buffer()
+def tensors_of(bucket, buffer=None):
+    """The bucket's flat buffer (or `buffer`, laid out as it) as views, one per parameter, so that each gets
+    quantization buckets of its own (a small bias never shares statistics with a large weight); the whole buffer
+    where the sizes do not add up."""
+    buffer = bucket.buffer() if buffer is None else buffer
     sizes = [parameter.numel() for parameter in bucket.parameters()]
     return list(buffer.split(sizes)) if sizes and sum(sizes) == buffer.numel() else [buffer]
 
@@ -112,11 +167,23 @@ def tensors_of(bucket):
 def comm_hook(state, bucket):
     """DDP communication hook: the bucket's gradients averaged over the ranks through gradagg."""
     buffer = bucket.buffer()
-    key = (bucket.index(), buffer.numel(), buffer.dtype, buffer.device)
+    if not state.optimizers_checked:
+        check_optimizers(state, bucket.parameters())
+    # A bucket is its parameters in their order: DDP's rebuild after the first iteration may keep a bucket's index and
+    # size but reorder what is inside.
+    parameters = list(bucket.parameters())
+    key = (bucket.index(), buffer.numel(), buffer.dtype, buffer.device, tuple(map(id, parameters)))
     aggregator = state.aggregator(key)
     momentum = state.momenta.get(key) if state.momentum > 0.0 else None
     if state.momentum > 0.0 and momentum is None:
         momentum = state.momenta[key] = torch.zeros_like(buffer)
+        views = tensors_of(bucket, momentum)
+        if len(views) == len(parameters):  # each parameter's momentum carries over from the bucket it was in
+            for parameter, view in zip(parameters, views):
+                carried = state.momentum_views.get(parameter)
+                if carried is not None:
+                    view.copy_(carried.reshape(-1))
+                state.momentum_views[parameter] = view.view(parameter.shape)
     if momentum is not None:
         buffer.add_(momentum, alpha=state.momentum)  # beta * m + g: the sum over ranks is size * (beta m + mean g)
     stream = torch.cuda.current_stream(buffer.device) if buffer.is_cuda else None
@@ -133,6 +200,33 @@ def comm_hook(state, bucket):
         return buffer
 
     future = torch.futures.Future()
-    state._queue.put((pending, finish, future))
+    state._queue.put((aggregator, pending, finish, future))
     return future
 
+
+
+def check_optimizers(state, parameters):
+    """Once, at the hook's first call: the optimizers that hold these parameters must suit what the hook returns.
+    Raises ValueError for a momentum in both the hook and the optimizer, and for torch's Adam / AdamW behind a hook
+    that quantizes (the 1-bit error feedback then meets Adam's per-coordinate scaling and the run does not train);
+    gradagg.torch.Adam / AdamW are the pairing for Adam."""
+    state.optimizers_checked = True
+    ours = set(map(id, parameters))
+    for optimizer in (o for o in gc.get_objects() if isinstance(o, torch.optim.Optimizer)):
+        if getattr(optimizer, "gradagg_hook_state", None) is not None:
+            continue
+        if not any(id(p) in ours for group in optimizer.param_groups for p in group["params"]):
+            continue
+        name = type(optimizer).__name__
+        own_momentum = any(group.get("momentum", 0.0) for group in optimizer.param_groups)
+        if state.momentum > 0.0 and own_momentum:
+            raise ValueError(f"gradagg.torch: the hook carries momentum {state.momentum} and {name} has a momentum of "
+                             "its own: the gradient would get momentum twice. Set the optimizer's momentum to 0.")
+        if state.bits < 32 and isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)):
+            raise ValueError(f"gradagg.torch: torch's {name} behind a {state.bits}-bit hook does not train (Adam "
+                             "rescales each coordinate, and quantization error feedback then runs away). Use "
+                             "gradagg.torch.AdamW / Adam with GradaggState(momentum=beta1, warmup_steps=...), or "
+                             "bits=32.")
+
+
+from gradagg.torch_adam import Adam, AdamW  # noqa: E402 (they take a GradaggState from above)

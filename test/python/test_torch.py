@@ -62,7 +62,9 @@ def check_hook(rank, size, device, momentum, full_precision_steps=0, steps=3):
         sizes = [view.numel() for view in gradagg.torch.tensors_of(bucket)]
         assert len(sizes) == len(list(bucket.parameters())), "the hook must hand gradagg one tensor per parameter"
         future = gradagg.torch.comm_hook(hook_state, bucket)
-        return future.then(lambda f: seen.append((bucket.index(), before, sizes, f.value().clone())) or f.value())
+        parameters = list(bucket.parameters())
+        return future.then(lambda f: seen.append((bucket.index(), parameters, before, sizes, f.value().clone())) or
+                           f.value())
 
     ddp.register_comm_hook(state, capturing_hook)
     references, momenta, calls = {}, {}, {}
@@ -73,22 +75,24 @@ def check_hook(rank, size, device, momentum, full_precision_steps=0, steps=3):
         inputs = torch.randn(32, 64, generator=generator).to(device)
         ddp(inputs).square().mean().backward()
         assert seen, "the hook never ran"
-        for index, before, sizes, after in seen:
-            bucket_key = (index, before.numel())
-            calls[bucket_key] = calls.get(bucket_key, 0) + 1
-            bits = 32 if calls[bucket_key] <= full_precision_steps else 1  # the warm-up, then a fresh 1-bit one
+        for index, parameters, before, sizes, after in seen:
+            # A bucket is its parameters in order (DDP's rebuild may reorder them under the same index and size);
+            # calls, and so the warm-up, count per index; momentum belongs to each parameter, whatever its bucket.
+            bucket_key = (index, tuple(map(id, parameters)))
+            calls[index] = calls.get(index, 0) + 1
+            bits = 32 if calls[index] <= full_precision_steps else 1  # the warm-up, then a fresh 1-bit one
             key = bucket_key + (bits,)
             if key not in references:
                 references[key] = gradagg.Aggregator(bits=bits)
-            if bucket_key not in momenta:
-                momenta[bucket_key] = torch.zeros_like(before)
             reference = before.clone()
             if momentum > 0.0:
-                reference.add_(momenta[bucket_key], alpha=momentum)
+                carried = torch.cat([momenta.get(p, torch.zeros_like(p)).reshape(-1) for p in parameters])
+                reference.add_(carried, alpha=momentum)
             references[key].aggregate(list(reference.split(sizes)))  # one tensor per parameter, as the hook
             reference.div_(size)
             if momentum > 0.0:
-                momenta[bucket_key].copy_(reference)
+                for p, view in zip(parameters, reference.split(sizes)):
+                    momenta[p] = view.clone()
             if device.type == "cuda":
                 torch.cuda.synchronize()
             assert torch.equal(after.view(torch.int32), reference.view(torch.int32)), (
@@ -109,15 +113,15 @@ def check_overflow(rank, size, device):
     ddp.register_comm_hook(state, gradagg.torch.comm_hook)
     inputs = torch.ones(8, 16, device=device) * (rank + 1)
     ddp(inputs).sum().backward()  # a finite step: the momentum is set
-    momenta = [m.clone() for m in state.momenta.values()]
-    assert momenta and all(bool(torch.isfinite(m).all()) for m in momenta)
+    momenta = {p: state.momentum_of(p).clone() for p in model.parameters()}  # per parameter: buckets may be rebuilt
+    assert all(bool(torch.isfinite(m).all()) for m in momenta.values())
     ddp.zero_grad()
     scale = float("inf") if rank == size - 1 else 1.0  # one rank overflows
     (ddp(inputs).sum() * scale).backward()
     for parameter in model.parameters():
         assert not bool(torch.isfinite(parameter.grad).all()), "an overflow on one rank must reach every rank"
-    for before, after in zip(momenta, state.momenta.values()):
-        assert torch.equal(before, after), "the momentum changed on an overflowed step"
+    for parameter, before in momenta.items():
+        assert torch.equal(before, state.momentum_of(parameter)), "the momentum changed on an overflowed step"
     ddp.zero_grad()
     ddp(inputs).sum().backward()
     for parameter in model.parameters():

@@ -1,0 +1,262 @@
+"""A byte-level GPT trained data-parallel with PyTorch's DDP and AdamW, the gradient exchange chosen on the command
+line: DDP's own allreduce, PyTorch's bf16-compression or PowerSGD hook, or gradagg's hook at any width (with
+gradagg.torch.AdamW, 1-bit Adam's mechanism, or torch's AdamW).
+
+    mpirun -np 2 python3 examples/pytorch/train_gpt.py --exchange ddp
+    mpirun -np 2 python3 examples/pytorch/train_gpt.py --exchange gradagg --bits 1 --warmup-steps 120 --warmup-bits 4
+
+Data: the Python standard library's own sources (every *.py file at the top of the running interpreter's stdlib
+folder, sorted by name), read as bytes; nothing is downloaded. The first 90% is training text, the last 10% the
+validation text. Each rank draws its own windows (seeded by --seed and its rank). Loss is in nats per byte. The
+recipe: AdamW, betas 0.9 / 0.95, weight decay 0.1 on matrices only, linear warm-up over --lr-warmup steps then
+cosine to 10% of --lr, gradient clipping at --clip, bf16 autocast on GPUs. Rank 0 prints a line per evaluation and,
+with --csv, appends rows (step, seconds, validation loss, bits per element sent so far) to a CSV file; --json writes
+a summary.
+"""
+import argparse
+import contextlib
+import glob
+import json
+import math
+import os
+import sys
+import sysconfig
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+import gradagg
+import gradagg.torch
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--exchange", choices=["ddp", "bf16", "powersgd", "gradagg"], default="gradagg")
+    parser.add_argument("--bits", type=int, default=1, help="gradagg: bits per element across nodes")
+    parser.add_argument("--optimizer", choices=["gradagg", "torch"], default="gradagg",
+                        help="gradagg: gradagg.torch.AdamW (the hook carries the first moment); torch: torch's AdamW "
+                             "behind a plain hook (refused below 32 bits unless --unchecked)")
+    parser.add_argument("--warmup-steps", type=int, default=120, help="gradagg: steps sent at --warmup-bits first")
+    parser.add_argument("--warmup-bits", type=int, default=4, help="gradagg: width of the warm-up")
+    parser.add_argument("--unchecked", action="store_true",
+                        help="gradagg: skip the hook's optimizer check (to measure torch's AdamW behind it)")
+    parser.add_argument("--powersgd-rank", type=int, default=4)
+    parser.add_argument("--powersgd-start", type=int, default=120, help="PowerSGD: allreduce steps before it starts")
+    parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--heads", type=int, default=6)
+    parser.add_argument("--context", type=int, default=256, help="bytes per sequence")
+    parser.add_argument("--batch", type=int, default=32, help="sequences per rank per step")
+    parser.add_argument("--steps", type=int, default=1200)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--lr-warmup", type=int, default=60, help="steps of linear learning-rate warm-up")
+    parser.add_argument("--beta1", type=float, default=0.9)
+    parser.add_argument("--beta2", type=float, default=0.95)
+    parser.add_argument("--weight-decay", type=float, default=0.1)
+    parser.add_argument("--clip", type=float, default=1.0, help="global gradient-norm clipping (0: none)")
+    parser.add_argument("--eval-every", type=int, default=100)
+    parser.add_argument("--eval-batches", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--data", default=None, help="a folder of *.py files (default: this Python's stdlib)")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads per rank on CPUs (0: torch's choice)")
+    parser.add_argument("--csv", default=None, help="append rank 0's evaluation rows to this CSV file")
+    parser.add_argument("--json", default=None, help="write rank 0's summary to this JSON file")
+    parser.add_argument("--label", default=None, help="the run's name in the CSV and JSON (default: from the flags)")
+    args = parser.parse_args(argv)
+    if min(args.layers, args.dim, args.heads, args.context, args.batch, args.steps, args.eval_every,
+           args.eval_batches) < 1 or args.dim % args.heads:
+        parser.error("sizes and counts must be positive, and --dim a multiple of --heads")
+    if args.lr <= 0 or args.warmup_steps < 0 or args.lr_warmup < 0 or args.clip < 0:
+        parser.error("--lr must be > 0; --warmup-steps, --lr-warmup and --clip >= 0")
+    return args
+
+
+def load_text(folder):
+    folder = folder or sysconfig.get_paths()["stdlib"]
+    files = sorted(glob.glob(os.path.join(folder, "*.py")))
+    if not files:
+        sys.exit(f"train_gpt: no *.py files in {folder} (--data)")
+    data = b"".join(open(f, "rb").read() for f in files)
+    tokens = torch.frombuffer(bytearray(data), dtype=torch.uint8).long()
+    cut = int(0.9 * len(tokens))
+    return tokens[:cut], tokens[cut:]
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        if hasattr(F, "scaled_dot_product_attention"):
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:  # torch 1.x
+            scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+            mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+            y = scores.masked_fill(~mask, float("-inf")).softmax(-1) @ v
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(self.norm2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, layers, dim, heads, context):
+        super().__init__()
+        self.embed, self.position = nn.Embedding(256, dim), nn.Embedding(context, dim)
+        self.blocks = nn.Sequential(*[Block(dim, heads) for _ in range(layers)])
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, 256, bias=False)
+        self.head.weight = self.embed.weight  # tied
+        self.apply(self._init)
+
+    @staticmethod
+    def _init(module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def forward(self, tokens):
+        positions = torch.arange(tokens.shape[1], device=tokens.device)
+        return self.head(self.norm(self.blocks(self.embed(tokens) + self.position(positions))))
+
+
+def batch_of(text, generator, batch, context, device):
+    starts = torch.randint(0, len(text) - context - 1, (batch,), generator=generator)
+    rows = torch.stack([text[s:s + context + 1] for s in starts.tolist()])
+    return rows[:, :-1].to(device), rows[:, 1:].to(device)
+
+
+def learning_rate(args, step):
+    if step < args.lr_warmup:
+        return args.lr * (step + 1) / args.lr_warmup
+    progress = (step - args.lr_warmup) / max(1, args.steps - args.lr_warmup)
+    return args.lr * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
+def label_of(args):
+    if args.label:
+        return args.label
+    if args.exchange == "gradagg":
+        warmup = f", {args.warmup_steps} steps at {args.warmup_bits} bits" if args.warmup_steps else ""
+        return f"gradagg {args.bits} bit{warmup}, {args.optimizer} AdamW"
+    if args.exchange == "powersgd":
+        return f"PowerSGD rank {args.powersgd_rank} from step {args.powersgd_start}"
+    return {"ddp": "DDP allreduce", "bf16": "DDP bf16 compression"}[args.exchange]
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    gradagg.torch.init_process_group_from_mpi(backend="gloo")  # ranks may share a GPU; NCCL refuses that
+    rank, size = dist.get_rank(), dist.get_world_size()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device("cuda", rank % torch.cuda.device_count()) if torch.cuda.is_available() else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    train_text, validation_text = load_text(args.data)
+    torch.manual_seed(args.seed)
+    model = GPT(args.layers, args.dim, args.heads, args.context).to(device)
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    betas = (args.beta1, args.beta2)
+    state = None
+    clip_in_optimizer = False
+    if args.exchange == "gradagg":
+        paired = args.optimizer == "gradagg"
+        state = gradagg.torch.GradaggState(bits=args.bits, momentum=args.beta1 if paired else 0.0,
+                                           warmup_steps=args.warmup_steps, warmup_bits=args.warmup_bits,
+                                           check_optimizers=not args.unchecked)
+        ddp.register_comm_hook(state, gradagg.torch.comm_hook)
+        if paired:
+            optimizer = gradagg.torch.AdamW(groups, state, lr=args.lr, betas=betas,
+                                            max_grad_norm=args.clip or None)
+            clip_in_optimizer = True
+        else:
+            optimizer = torch.optim.AdamW(groups, lr=args.lr, betas=betas)
+    else:
+        if args.exchange == "bf16":
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)
+        elif args.exchange == "powersgd":
+            from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+            powersgd = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=args.powersgd_rank,
+                                                   start_powerSGD_iter=args.powersgd_start)
+            ddp.register_comm_hook(powersgd, powerSGD_hook.powerSGD_hook)
+        optimizer = torch.optim.AdamW(groups, lr=args.lr, betas=betas)
+    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda"
+                else contextlib.nullcontext())
+    generator = torch.Generator().manual_seed(args.seed * 1000 + rank)
+
+    def evaluate():
+        model.eval()
+        total = torch.zeros(1, device=device)
+        evaluation = torch.Generator().manual_seed(12345 + rank)
+        with torch.no_grad(), autocast:
+            for _ in range(args.eval_batches):
+                inputs, targets = batch_of(validation_text, evaluation, args.batch, args.context, device)
+                total += F.cross_entropy(model(inputs).float().view(-1, 256), targets.reshape(-1))
+        dist.all_reduce(total)
+        model.train()
+        return total.item() / (args.eval_batches * size)
+
+    rows, started, loss = [], time.time(), None
+    for step in range(args.steps):
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(args, step)
+        inputs, targets = batch_of(train_text, generator, args.batch, args.context, device)
+        with autocast:
+            loss = F.cross_entropy(ddp(inputs).float().view(-1, 256), targets.reshape(-1))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if args.clip and not clip_in_optimizer:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+        optimizer.step()
+        if (step + 1) % args.eval_every == 0 or step + 1 == args.steps:
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            seconds = time.time() - started
+            validation = evaluate()
+            bits = state.bits_per_element() if state is not None else None
+            rows.append({"step": step + 1, "seconds": round(seconds, 2), "validation_loss": round(validation, 4),
+                         "bits_per_element": round(bits, 3) if bits is not None else ""})
+            if rank == 0:
+                print(f"train_gpt: step {step + 1} train {loss.item():.4f} validation {validation:.4f} "
+                      f"({seconds:.1f} s{f', {bits:.2f} bits per element' if bits is not None else ''})",
+                      flush=True)
+    if rank == 0:
+        label = label_of(args)
+        parameters = sum(p.numel() for p in model.parameters())
+        if args.csv:
+            new = not os.path.exists(args.csv)
+            with open(args.csv, "a") as f:
+                if new:
+                    f.write("label,seed,step,seconds,validation_loss,bits_per_element\n")
+                for row in rows:
+                    f.write(f"{label},{args.seed},{row['step']},{row['seconds']},{row['validation_loss']},"
+                            f"{row['bits_per_element']}\n")
+        summary = {"label": label, "seed": args.seed, "ranks": size, "parameters": parameters,
+                   "final_validation_loss": rows[-1]["validation_loss"], "seconds": rows[-1]["seconds"],
+                   "bits_per_element": rows[-1]["bits_per_element"], "args": vars(args), "rows": rows}
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(summary, f, indent=1)
+        print(f"train_gpt: {label}, seed {args.seed}, {parameters} parameters: validation {rows[-1]['validation_loss']}"
+              f" after {args.steps} steps")
+    if state is not None:
+        for aggregator in state.aggregators.values():
+            aggregator.close()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# On the GPU machine: examples/pytorch/train_gpt.py at the issue's recipe (6 layers, d 384, 1200 steps of 32 x 256
+# bytes per rank, AdamW 1e-3, betas 0.9/0.95, weight decay 0.1, clipping 1.0, bf16 autocast), 2 ranks as 2 nodes
+# sharing the GPU (DDP over gloo: NCCL refuses two ranks on one GPU), JOBS runs at a time. Each run is one line of
+# RUNS (separated by ";"): NAME SEED EXAMPLE_OPTIONS... Writes OUT/summary.txt (a row per run) and OUT/runs.tar.gz
+# (every run's log and JSON).
+#   scripts/gpu_gpt_round.sh CARRY_DIR OUT
+# Environment: RUNS, JOBS (default 3), LIMIT (seconds per run, default 540), EXTRA (options for every run).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+carry=$(cd "$1" && pwd) out=$2
+mkdir -p "$out/runs"
+. "$root/scripts/mpi_env.sh"
+export PYTHONPATH="$root/python" GRADAGG_LIBRARY="$carry/libgradagg_c.so" LD_LIBRARY_PATH="$carry:${LD_LIBRARY_PATH:-}"
+export GRADAGG_NVLINK_SHARE_GPUS=1 GRADAGG_RANKS_PER_NODE=1 MASTER_ADDR=127.0.0.1
+jobs=${JOBS:-3} limit=${LIMIT:-540}
+IFS=';' read -r -a runs <<<"${RUNS:?RUNS: NAME SEED OPTIONS...; NAME SEED OPTIONS...}"
+port=29900
+for run in "${runs[@]}"; do
+  read -r name seed options <<<"$run"
+  port=$((port + 1))
+  # shellcheck disable=SC2086  # option lists
+  MASTER_PORT=$port timeout "$limit" mpirun -np 2 -x MASTER_PORT -x MASTER_ADDR -x PYTHONPATH -x GRADAGG_LIBRARY \
+    -x LD_LIBRARY_PATH -x GRADAGG_NVLINK_SHARE_GPUS -x GRADAGG_RANKS_PER_NODE python3 \
+    "$root/examples/pytorch/train_gpt.py" --seed "$seed" --label "$name" --json "$out/runs/$name.s$seed.json" \
+    ${EXTRA:-} $options >"$out/runs/$name.s$seed.log" 2>&1 &
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 2; done
+done
+wait
+for log in "$out"/runs/*.log; do echo "$(basename "$log" .log): $(grep 'train_gpt: [^s]' "$log" | tail -n 1)"; done |
+  tee "$out/summary.txt"
+tar -C "$out" -czf "$out/runs.tar.gz" runs && rm -rf "$out/runs"

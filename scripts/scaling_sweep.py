@@ -24,8 +24,8 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COLUMNS = ["nodes", "ranks_per_node", "ranks", "bits", "rate", "device", "bytes", "time_us", "mpi_allreduce_time_us",
-           "speedup_vs_mpi", "nccl_allreduce_time_us", "inter_node_bytes_per_rank", "inter_node_float_bytes_per_rank", "reduce_scatter_us",
-           "quantize_us", "exchange_us", "decode_us", "all_gather_us", "check"]
+           "speedup_vs_mpi", "nccl_allreduce_time_us", "inter_node_bytes_per_rank", "inter_node_float_bytes_per_rank",
+           "reduce_scatter_us", "quantize_us", "exchange_us", "decode_us", "all_gather_us", "check"]
 
 
 def int_list(text):

@@ -125,7 +125,8 @@ until [ "$(in_node0 sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l)" -e
   fi
   sleep 1
 done
-echo "# SLURM test cluster: $nodes nodes x $cpus CPUs on $subnet.0/24, link ${rate:-unshaped}${delay:+, delay $delay}" >&2
+echo "# SLURM test cluster: $nodes nodes x $cpus CPUs on $subnet.0/24," \
+  "link ${rate:-unshaped}${delay:+, delay $delay}" >&2
 
 export OMPI_MCA_btl_tcp_if_include="$subnet.0/24" OMPI_MCA_oob_tcp_if_include="$subnet.0/24" \
   OMPI_MCA_mpi_yield_when_idle=1

@@ -158,7 +158,9 @@ def main(argv=None):
     rank, size = dist.get_rank(), dist.get_world_size()
     if args.threads:
         torch.set_num_threads(args.threads)
-    device = torch.device("cuda", rank % torch.cuda.device_count()) if torch.cuda.is_available() else torch.device("cpu")
+    device = torch.device("cpu")
+    if torch.cuda.is_available():
+        device = torch.device("cuda", rank % torch.cuda.device_count())
     if device.type == "cuda":
         torch.cuda.set_device(device)
     train_text, validation_text = load_text(args.data)

@@ -39,7 +39,8 @@ class AdamW(torch.optim.Optimizer):
             raise ValueError("gradagg.torch: amsgrad is not supported (the second moment is frozen after the warm-up, "
                              "so its running maximum has no role)")
         if not lr > 0.0 or not eps > 0.0 or weight_decay < 0.0:
-            raise ValueError(f"gradagg.torch: need lr > 0, eps > 0, weight_decay >= 0 (got {lr}, {eps}, {weight_decay})")
+            raise ValueError(f"gradagg.torch: need lr > 0, eps > 0, weight_decay >= 0 (got {lr}, {eps}, "
+                             f"{weight_decay})")
         if max_grad_norm is not None and not max_grad_norm > 0.0:
             raise ValueError(f"gradagg.torch: max_grad_norm must be > 0 or None, not {max_grad_norm}")
         if hook_state.bits < 32 and hook_state.warmup_steps == 0 and variance_steps is None:

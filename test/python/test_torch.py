@@ -14,19 +14,17 @@
                                           GPU i % count, so ranks may share one with GRADAGG_NVLINK_SHARE_GPUS=1)
 Prints "python_torch_test: PASS" on rank 0 when every rank passed.
 """
-import os
 import sys
-import traceback
 
 try:
     import torch
-    import torch.distributed as dist
 except ImportError:
     print("python_torch_test: SKIPPED (no PyTorch)")
     sys.exit(0)
 
 import gradagg
 import gradagg.torch
+import torch_checks
 
 
 def device_of(rank):
@@ -130,33 +128,25 @@ def check_overflow(rank, size, device):
         aggregator.close()
 
 
+def on_device(check):
+    """The check on this rank's device (set as the current one), named in the verdict."""
+    def run(rank, size):
+        device = device_of(rank)
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        check(rank, size, device)
+        return f"device {device.type}"
+    return run
+
+
 def main():
-    gradagg.init()
-    rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
-    size = int(os.environ["OMPI_COMM_WORLD_SIZE"])
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29511")
-    device = device_of(rank)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    dist.init_process_group("gloo", rank=rank, world_size=size)  # DDP's own broadcast; gradients go through gradagg
-    failures = 0
-    for name, check in [("tensors", lambda: check_tensors(rank, size, device)),
-                        ("hook", lambda: check_hook(rank, size, device, 0.0)),
-                        ("hook with momentum", lambda: check_hook(rank, size, device, 0.9)),
-                        ("hook with a float32 warm-up", lambda: check_hook(rank, size, device, 0.9, 2, 5)),
-                        ("overflow", lambda: check_overflow(rank, size, device))]:
-        try:
-            check()
-        except Exception:
-            failures += 1
-            print(f"python_torch_test: rank {rank}: {name} failed:\n{traceback.format_exc()}", file=sys.stderr)
-    total = torch.tensor([float(failures)])
-    dist.all_reduce(total)
-    if rank == 0 and total.item() == 0:
-        print(f"python_torch_test: PASS on {size} ranks, device {device.type}, torch {torch.__version__}")
-    dist.destroy_process_group()
-    return 0 if total.item() == 0 else 1
+    return torch_checks.run("python_torch_test", [
+        ("tensors", on_device(check_tensors)),
+        ("hook", on_device(lambda rank, size, device: check_hook(rank, size, device, 0.0))),
+        ("hook with momentum", on_device(lambda rank, size, device: check_hook(rank, size, device, 0.9))),
+        ("hook with a float32 warm-up",
+         on_device(lambda rank, size, device: check_hook(rank, size, device, 0.9, 2, 5))),
+        ("overflow", on_device(check_overflow))], 29511)
 
 
 if __name__ == "__main__":

@@ -10,19 +10,16 @@
   mpirun -np 2 python3 test_torch_adam.py     (GRADAGG_RANKS_PER_NODE=1 makes the 2 ranks 2 nodes)
 Prints "python_torch_adam_test: PASS" on rank 0 when every rank passed.
 """
-import os
 import sys
-import traceback
 
 try:
     import torch
-    import torch.distributed as dist
 except ImportError:
     print("python_torch_adam_test: SKIPPED (no PyTorch)")
     sys.exit(0)
 
-import gradagg
 import gradagg.torch
+import torch_checks
 
 
 def model_and_ddp():
@@ -103,27 +100,10 @@ def check_warmup_and_bits(rank, size):
 
 
 def main():
-    gradagg.init()
-    rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
-    size = int(os.environ["OMPI_COMM_WORLD_SIZE"])
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29521")
-    dist.init_process_group("gloo", rank=rank, world_size=size)
-    failures = 0
-    for name, check in [("same as torch", lambda: check_same_as_torch(rank)),
-                        ("refusals", lambda: check_refusals(rank)),
-                        ("warm-up and bits", lambda: check_warmup_and_bits(rank, size))]:
-        try:
-            check()
-        except Exception:
-            failures += 1
-            print(f"python_torch_adam_test: rank {rank}: {name} failed:\n{traceback.format_exc()}", file=sys.stderr)
-    total = torch.tensor([float(failures)])
-    dist.all_reduce(total)
-    if rank == 0 and total.item() == 0:
-        print(f"python_torch_adam_test: PASS on {size} ranks, torch {torch.__version__}")
-    dist.destroy_process_group()
-    return 0 if total.item() == 0 else 1
+    return torch_checks.run("python_torch_adam_test", [
+        ("same as torch", lambda rank, size: check_same_as_torch(rank)),
+        ("refusals", lambda rank, size: check_refusals(rank)),
+        ("warm-up and bits", check_warmup_and_bits)], 29521)
 
 
 if __name__ == "__main__":

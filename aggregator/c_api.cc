@@ -239,6 +239,17 @@ gradagg_status gradagg_mpi_finalize(void) {
   });
 }
 
+gradagg_status gradagg_mpi_abort(int code) {
+  return Guarded([&] {
+    int initialized = 0;
+    int finalized = 0;
+    GRADAGG_MPI_CHECK(MPI_Initialized(&initialized));
+    GRADAGG_MPI_CHECK(MPI_Finalized(&finalized));
+    if (initialized == 0 || finalized != 0) throw UsageError("gradagg_mpi_abort: MPI is not running");
+    GRADAGG_MPI_CHECK(MPI_Abort(MPI_COMM_WORLD, code));
+  });
+}
+
 gradagg_status gradagg_options_init(gradagg_options* options) {
   return Guarded([&] {
     Require(options, "options", "gradagg_options_init") = ToC(gradagg::ApplyEnvironment(gradagg::AggregatorOptions()));

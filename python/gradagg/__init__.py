@@ -12,6 +12,8 @@ hook is in gradagg.torch.
 """
 import atexit
 import ctypes
+import os
+import sys
 import weakref
 
 from . import _capi
@@ -43,6 +45,22 @@ def init():
     provided = ctypes.c_int(0)
     _check(_capi.lib.gradagg_mpi_init(ctypes.byref(provided)))
     return provided.value
+
+
+def _abort_on_uncaught(kind, value, traceback):
+    """sys.excepthook while gradagg is imported: an uncaught exception on a rank with an open Aggregator prints as
+    usual, then ends every rank (MPI_Abort), as `python -m mpi4py` does; the other ranks would otherwise wait in
+    their next call until GRADAGG_TIMEOUT. GRADAGG_ABORT_ON_EXCEPTION=0 turns it off."""
+    _previous_excepthook(kind, value, traceback)
+    if _open and os.environ.get("GRADAGG_ABORT_ON_EXCEPTION", "1") != "0":
+        rank = os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "?"))
+        sys.stderr.write(f"gradagg: rank {rank}: uncaught {kind.__name__}; ending every rank (MPI_Abort)\n")
+        sys.stderr.flush()
+        _capi.lib.gradagg_mpi_abort(1)
+
+
+_previous_excepthook = sys.excepthook
+sys.excepthook = _abort_on_uncaught
 
 
 def finalize():

@@ -3,7 +3,7 @@ import ctypes
 import ctypes.util
 import os
 
-C_API_VERSION = 2
+C_API_VERSION = 3
 
 OK, ERROR_USAGE, ERROR_TIMEOUT, ERROR_RUNTIME = 0, 1, 2, 3
 FLOAT32, BFLOAT16, FLOAT16 = 0, 1, 2
@@ -78,6 +78,7 @@ _signatures = {
     "gradagg_last_error": (ctypes.c_char_p, []),
     "gradagg_mpi_init": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int)]),
     "gradagg_mpi_finalize": (ctypes.c_int, []),
+    "gradagg_mpi_abort": (ctypes.c_int, [ctypes.c_int]),
     "gradagg_options_init": (ctypes.c_int, [ctypes.POINTER(Options)]),
     "gradagg_create": (ctypes.c_int, [ctypes.c_int64, ctypes.POINTER(Options), ctypes.POINTER(_handle)]),
     "gradagg_destroy": (ctypes.c_int, [_handle]),

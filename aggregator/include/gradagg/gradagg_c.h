@@ -31,7 +31,7 @@ extern "C" {
 #define GRADAGG_C_EXPORT
 #endif
 
-#define GRADAGG_C_API_VERSION 2
+#define GRADAGG_C_API_VERSION 3
 
 typedef enum gradagg_status {
   GRADAGG_OK = 0,
@@ -103,6 +103,11 @@ GRADAGG_C_EXPORT const char* gradagg_last_error(void);
  * gets the thread level MPI gave. gradagg_mpi_finalize finalises it only if gradagg_mpi_init initialised it. */
 GRADAGG_C_EXPORT gradagg_status gradagg_mpi_init(int* provided);
 GRADAGG_C_EXPORT gradagg_status gradagg_mpi_finalize(void);
+
+/* Ends every rank of MPI_COMM_WORLD at once (MPI_Abort with exit code `code`), for a rank that cannot go on: the
+ * others would otherwise wait for it until their timeout. Does not return while MPI is initialised and not
+ * finalised; otherwise returns GRADAGG_ERROR_USAGE. (Since version 3.) */
+GRADAGG_C_EXPORT gradagg_status gradagg_mpi_abort(int code);
 
 /* The defaults, then every GRADAGG_* environment variable that is set (GRADAGG_ERROR_USAGE for an unparsable one). */
 GRADAGG_C_EXPORT gradagg_status gradagg_options_init(gradagg_options* options);

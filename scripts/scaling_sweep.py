@@ -76,8 +76,9 @@ def hosts_from(path):
 
 
 def launch_command(args, nodes, per_node, json_path, bits, workdir):
-    gradagg = shlex.split(args.wrapper) + [args.gradagg, "--device", args.device, "--bits", str(bits), "-b", args.min, "-e", args.max, "-f",
-               str(args.factor), "-n", str(args.iters), "-w", str(args.warmups), "--json", json_path]
+    gradagg = shlex.split(args.wrapper) + [
+        args.gradagg, "--device", args.device, "--bits", str(bits), "-b", args.min, "-e", args.max, "-f",
+        str(args.factor), "-n", str(args.iters), "-w", str(args.warmups), "--json", json_path]
     if args.check:
         gradagg.append("--check")
     ranks = ["-np", str(nodes * per_node)]
@@ -120,6 +121,7 @@ def rows_from(result, nodes, per_node, bits, rate):
 def main(argv):
     args = parse_args(argv)
     rows = []
+    rate = (args.rate or "unshaped") if args.emulated else "site"
     with tempfile.TemporaryDirectory(prefix="gradagg-sweep-") as workdir:
         for nodes in args.nodes:
             for per_node in args.ranks_per_node:
@@ -132,7 +134,6 @@ def main(argv):
                         sys.stderr.write(completed.stdout)
                         raise SystemExit(f"scaling_sweep: run failed with exit code {completed.returncode}")
                     with open(json_path) as f:
-                        rate = (args.rate or "unshaped") if args.emulated else "site"
                         rows.extend(rows_from(json.load(f), nodes, per_node, bits, rate))
     with open(args.out + ".json", "w") as f:
         json.dump({"command": shlex.join(["scripts/scaling_sweep.py"] + argv), "rows": rows}, f, indent=1)

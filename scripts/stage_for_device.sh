@@ -15,8 +15,8 @@ for binary in gradagg_gpu_tests gradagg_cuda_quantize_benchmark gradagg_quantize
 done
 library=$(ldconfig -p | awk '/libbenchmark\.so\.1debian/ && !found {print $NF; found = 1}')
 [ -n "$library" ] && cp "$library" "$carry/"
-library=$(ldconfig -p | awk '/libhwy\.so\.1 / && !found {print $NF; found = 1}')
-[ -n "$library" ] && cp "$library" "$carry/"
+hwy=$(ldconfig -p | awk '/libhwy\.so\.1 / && !found {print $NF; found = 1}')
+[ -n "$hwy" ] && cp "$hwy" "$carry/"
 # The CUDA runtime the binaries were linked with (shared by default), so they need nothing of the machine's but the
 # driver; the C API's library, for the Python package (PYTHONPATH=python GRADAGG_LIBRARY=.device-carry/...); and the
 # counter of CUDA runtime calls (scripts/cuda_call_count.py).
@@ -28,8 +28,7 @@ done
 for option in "$@"; do
   if [ "$option" = --with-package ]; then
     cmake --install "$root/build" --prefix "$carry/package" >/dev/null
-    library=$(ldconfig -p | awk '/libhwy\.so\.1 / && !found {print $NF; found = 1}')
-    cp "$library" "$carry/package/lib/"
+    cp "$hwy" "$carry/package/lib/"
   fi
 done
 if [[ " $* " == *" --with-data "* ]]; then

@@ -84,14 +84,14 @@ class GradaggState:
         self.comm = comm
         self.warmup_steps = warmup_steps
         self.warmup_bits = warmup_bits
-        self.bits = options.get("bits", int(os.environ.get("GRADAGG_BITS", "1")))
+        self.bits = gradagg._options(options).bits  # the library's own rule: defaults, GRADAGG_*, then these
         self.options = options
         self.aggregators = {}
         self.momenta = {}
         self.momentum_views = {}  # parameter -> its slice of its bucket's momentum
         self.calls = {}
+        self.keys = {}  # bucket index -> the key of the bucket now at that index
         self.world_size = None
-        self.optimizer = None  # a gradagg.torch Adam / AdamW paired with this state
         self.optimizers_checked = not check_optimizers  # False: trust the caller (to measure a wrong pairing)
         self.bytes_sent = 0  # across nodes, by this rank, and what float32 would have sent
         self.float_bytes = 0
@@ -118,7 +118,9 @@ class GradaggState:
         after the first iteration does not restart the warm-up."""
         index = key[0]
         calls = self.calls[index] = self.calls.get(index, 0) + 1
-        self._retire(key)
+        if self.keys.get(index, key) != key:
+            self._retire(self.keys[index])
+        self.keys[index] = key
         if calls <= self.warmup_steps:
             key, options = key + ("warmup",), dict(self.options, bits=self.warmup_bits)
         else:
@@ -133,14 +135,15 @@ class GradaggState:
             self.world_size = self.aggregators[key].size
         return self.aggregators[key]
 
-    def _retire(self, key):
-        """A rebuilt bucket (the same index, other parameters or another order) replaces the old one everywhere at
-        once: the old Aggregators are closed, in the same order on every rank, and the old momentum buffer dropped
-        (comm_hook carries each parameter's momentum over first)."""
-        for old in [k for k in self.aggregators if k[0] == key[0] and k[:len(key)] != key]:
-            self.aggregators.pop(old).close()
-        for old in [k for k in self.momenta if k[0] == key[0] and k != key]:
-            del self.momenta[old]
+    def _retire(self, old):
+        """A rebuilt bucket (the same index, other parameters or another order) replaces the old one, keyed `old`,
+        at once on every rank: its Aggregators are closed, in the same order everywhere, and its momentum buffer
+        dropped (comm_hook carries each parameter's momentum over first)."""
+        for key in (old, old + ("warmup",)):
+            aggregator = self.aggregators.pop(key, None)
+            if aggregator is not None:
+                aggregator.close()
+        self.momenta.pop(old, None)
 
     def _complete(self):
         while True:
@@ -213,7 +216,7 @@ def check_optimizers(state, parameters):
     state.optimizers_checked = True
     ours = set(map(id, parameters))
     for optimizer in (o for o in gc.get_objects() if isinstance(o, torch.optim.Optimizer)):
-        if getattr(optimizer, "gradagg_hook_state", None) is not None:
+        if isinstance(optimizer, AdamW):  # gradagg's own (Adam is one): paired with the hook by construction
             continue
         if not any(id(p) in ours for group in optimizer.param_groups for p in group["params"]):
             continue

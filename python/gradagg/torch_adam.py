@@ -47,8 +47,6 @@ class AdamW(torch.optim.Optimizer):
             raise ValueError(f"gradagg.torch: a {hook_state.bits}-bit hook needs a warm-up (GradaggState(warmup_steps="
                              "N, warmup_bits=4 or 32)) for the second moment to be learnt from, or variance_steps")
         self.hook_state = hook_state
-        self.gradagg_hook_state = hook_state  # tells the hook's optimizer check that this one is paired
-        hook_state.optimizer = self
         self.max_grad_norm = max_grad_norm
         # The second moment learns from the warm-up's gradients and is frozen after them; at 32 bits, never frozen.
         if variance_steps is None and hook_state.bits < 32:

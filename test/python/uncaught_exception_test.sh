@@ -1,6 +1,7 @@
 #!/bin/sh
-# An uncaught Python exception on one rank of a 2-node job (GRADAGG_TIMEOUT=30) must end the job within 10 s, non-zero,
-# with the exception and gradagg's line naming the rank printed; without gradagg's excepthook it took the timeout.
+# An uncaught Python exception on one rank of a 2-node job (GRADAGG_TIMEOUT=30) must end the job within 10 s,
+# non-zero, with the exception and gradagg's line naming the rank printed; without gradagg's excepthook it took the
+# timeout.
 #   uncaught_exception_test.sh MPIEXEC PYTHON
 set -u
 mpiexec=$1 python=$2
@@ -15,7 +16,9 @@ seconds=$(($(date +%s) - start))
 echo "uncaught_exception: exit status $status after $seconds s"
 grep -E "fails at step 3|gradagg: rank 1" "$output"
 [ "$status" -ne 0 ] || { echo "uncaught_exception: FAILED: the job ended with status 0"; exit 1; }
-grep -q "RuntimeError: rank 1 fails at step 3" "$output" || { cat "$output"; echo "uncaught_exception: FAILED: no traceback"; exit 1; }
-grep -q "gradagg: rank 1: uncaught RuntimeError" "$output" || { cat "$output"; echo "uncaught_exception: FAILED: no abort line"; exit 1; }
+grep -q "RuntimeError: rank 1 fails at step 3" "$output" ||
+  { cat "$output"; echo "uncaught_exception: FAILED: no traceback"; exit 1; }
+grep -q "gradagg: rank 1: uncaught RuntimeError" "$output" ||
+  { cat "$output"; echo "uncaught_exception: FAILED: no abort line"; exit 1; }
 [ "$seconds" -le 10 ] || { echo "uncaught_exception: FAILED: took $seconds s (bound 10)"; exit 1; }
 echo "uncaught_exception: PASS"

@@ -35,7 +35,8 @@ void RunThreePhases(const ThreePhases& phases, const FlatBuffers& flat, const Bu
     return;
   }
 
-  // 1. Intra-node reduce-scatter: our stripe, summed over the node.
+  // 1. Intra-node reduce-scatter: our stripe, summed over the node (in our shard of the gradient where it can be).
+  if (float* inPlace = phases.node->StripeInPlace(flat, shards)) stripe = inPlace;
   phases.node->ReduceScatter(flat, shards, stripe);
   times.reduceScatter = lap();
 

@@ -19,27 +19,6 @@ FlatBuffers::FlatBuffers(std::vector<FloatSpan> spans) : spans_(std::move(spans)
   }
 }
 
-template <typename Visit>
-void FlatBuffers::ForEachPiece(ElementRange range, Visit visit) const {
-  if (range.end() > size_) {
-    throw std::out_of_range("range [" + std::to_string(range.begin) + ", " + std::to_string(range.end()) +
-                            ") outside " + std::to_string(size_) + " elements");
-  }
-  if (range.count == 0) return;
-  // First span that holds range.begin: the last start <= begin among non-empty spans.
-  size_t span =
-      static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), range.begin) - starts_.begin()) - 1;
-  size_t done = 0;
-  while (done < range.count) {
-    const size_t flat = range.begin + done;
-    while (flat >= starts_[span] + spans_[span].size) ++span;  // skip spans that end before flat (empty ones too)
-    const size_t offset = flat - starts_[span];
-    const size_t length = std::min(spans_[span].size - offset, range.count - done);
-    visit(spans_[span].data + offset, done, length);
-    done += length;
-  }
-}
-
 void FlatBuffers::CopyOut(ElementRange range, float* dst) const {
   ForEachPiece(range,
                [dst](float* piece, size_t at, size_t length) { std::memcpy(dst + at, piece, length * sizeof(float)); });

@@ -23,6 +23,9 @@ class IntraNodePhase {
   // rank receives every local rank's stripe at that rank's shard of `gradient`.
   virtual void AllGather(const float* stripe, const std::vector<ElementRange>& shards, const FlatBuffers& gradient) = 0;
 
+  // Where ReduceScatter may leave this rank's stripe in the gradient itself (its shard, when that lies in one
+  // buffer), so that phase 2 works on it there and AllGather need not copy it back; null: in the caller's stripe.
+  virtual float* StripeInPlace(const FlatBuffers&, const std::vector<ElementRange>&) { return nullptr; }
   // Phases 1 and 3 at once, in place: every rank's gradient becomes the node's sum, the same sums in local-rank order.
   // Returns false where the implementation has no fused path (then run the two phases).
   virtual bool AllReduce(const FlatBuffers&) { return false; }

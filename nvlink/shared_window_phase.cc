@@ -2,26 +2,69 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <exception>
+#include <new>
 #include <stdexcept>
+#include <string>
+#include <thread>
 
 #include "gradagg/errors.h"
 #include "mpi_glue/deadline.h"
 #include "mpi_glue/mpi_error.h"
+#include "nvlink/ordered_sum.h"
 
 namespace gradagg {
 namespace {
 
-// Elements summed per pass over the peers: small enough that the partial stripe stays in cache.
-constexpr size_t kReduceBlock = 16384;
+// A segment: the published count's cache line, then the ring of kDepth slots of one chunk per local rank.
+constexpr size_t kLineBytes = 64;
+constexpr size_t kLineFloats = kLineBytes / sizeof(float);
+constexpr size_t kDepth = 2;  // the fewest that is safe (see the header)
+constexpr size_t kSlotBytes = 256 << 10;
+// A gradient above this many bytes no longer sits in the cache between the two phases (the cores share 32 MiB or
+// less of it on the machines measured, and every rank of the node has a gradient of its own).
+constexpr size_t kStreamAboveBytes = 16 << 20;
+// Polls of a peer's count before a wait sleeps: many where every rank of the node can have a core of its own (this
+// machine's CPU count, not what a scheduler grants), few where they cannot and the peer needs ours.
+constexpr unsigned kPollsOwnCore = 1u << 16;
+constexpr unsigned kPollsSharedCore = 64;
+
+// The part of `shard` in chunk `chunk` of `chunkElements`: the range, empty past the shard's end.
+ElementRange ChunkOf(ElementRange shard, size_t chunk, size_t chunkElements) {
+  const size_t offset = std::min(shard.count, chunk * chunkElements);
+  return {shard.begin + offset, std::min(chunkElements, shard.count - offset)};
+}
 
 }  // namespace
 
-SharedWindowPhase::SharedWindowPhase(MPI_Comm node, double timeoutSeconds)
+SharedWindowPhase::SharedWindowPhase(MPI_Comm node, double timeoutSeconds, size_t chunkElements)
     : node_(node), timeoutSeconds_(timeoutSeconds) {
   GRADAGG_MPI_CHECK(MPI_Comm_rank(node_, &localRank_));
   GRADAGG_MPI_CHECK(MPI_Comm_size(node_, &localSize_));
+  const size_t ranks = static_cast<size_t>(localSize_);
+  chunk_ = chunkElements > 0 ? chunkElements
+                             : std::max(kLineFloats, kSlotBytes / sizeof(float) / ranks / kLineFloats * kLineFloats);
+  const size_t segmentBytes = kLineBytes + kDepth * ranks * chunk_ * sizeof(float);
+  void* mine = nullptr;
+  GRADAGG_MPI_CHECK(
+      MPI_Win_allocate_shared(static_cast<MPI_Aint>(segmentBytes), 1, MPI_INFO_NULL, node_, &mine, &window_));
+  GRADAGG_MPI_CHECK(MPI_Win_set_errhandler(window_, MPI_ERRORS_RETURN));
+  GRADAGG_MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, window_));
+  new (mine) SharedCount();
+  for (int peer = 0; peer < localSize_; ++peer) {
+    MPI_Aint bytes = 0;
+    int unit = 0;
+    void* base = nullptr;
+    GRADAGG_MPI_CHECK(MPI_Win_shared_query(window_, peer, &bytes, &unit, &base));
+    char* segment = static_cast<char*>(base);
+    published_.push_back(reinterpret_cast<SharedCount*>(segment));
+    rings_.push_back(reinterpret_cast<float*>(segment + kLineBytes));
+  }
+  terms_.resize(ranks);
+  polls_ = ranks <= std::max(1u, std::thread::hardware_concurrency()) ? kPollsOwnCore : kPollsSharedCore;
+  // Every count is 0 before anyone reads one.
+  GRADAGG_MPI_CHECK(MPI_Win_sync(window_));
+  GRADAGG_MPI_CHECK(MPI_Barrier(node_));
 }
 
 SharedWindowPhase::~SharedWindowPhase() {
@@ -54,80 +97,154 @@ bool SharedWindowPhase::FreeWindow() noexcept {
     MPI_Win_free(&window_);
   }
   window_ = MPI_WIN_NULL;
-  segments_.clear();
-  capacity_ = 0;
   return true;
 }
 
-void SharedWindowPhase::EnsureCapacity(size_t elements) {
-  if (window_ != MPI_WIN_NULL && elements <= capacity_) return;
-  if (!FreeWindow())
-    throw TimeoutError("the node's ranks did not come to resize the shared window (" + RankAndHost() + ")");
-  const size_t capacity = std::max<size_t>(elements, 1);
-  float* mine = nullptr;
-  GRADAGG_MPI_CHECK(MPI_Win_allocate_shared(static_cast<MPI_Aint>(capacity * sizeof(float)), sizeof(float),
-                                            MPI_INFO_NULL, node_, &mine, &window_));
-  GRADAGG_MPI_CHECK(MPI_Win_set_errhandler(window_, MPI_ERRORS_RETURN));
-  GRADAGG_MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, window_));
-  segments_.assign(static_cast<size_t>(localSize_), nullptr);
-  for (int peer = 0; peer < localSize_; ++peer) {
-    MPI_Aint bytes = 0;
-    int unit = 0;
-    void* base = nullptr;
-    GRADAGG_MPI_CHECK(MPI_Win_shared_query(window_, peer, &bytes, &unit, &base));
-    segments_[static_cast<size_t>(peer)] = static_cast<float*>(base);
-  }
-  capacity_ = capacity;
+float* SharedWindowPhase::Slot(int owner, uint64_t round, int sub) const {
+  const size_t slot = static_cast<size_t>(round % kDepth) * static_cast<size_t>(localSize_) + static_cast<size_t>(sub);
+  return rings_[static_cast<size_t>(owner)] + slot * chunk_;
 }
 
-void SharedWindowPhase::NodeBarrier() {
-  GRADAGG_MPI_CHECK(MPI_Win_sync(window_));
-  GRADAGG_MPI_CHECK(MPI_Barrier(node_));
-  GRADAGG_MPI_CHECK(MPI_Win_sync(window_));
+void SharedWindowPhase::WaitFor(const SharedCount& count, uint64_t value, int peer, const char* what) {
+  if (count.WaitUntilReaches(static_cast<uint32_t>(value), polls_, Deadline(timeoutSeconds_))) return;
+  abandoned_ = true;
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%g", timeoutSeconds_);
+  throw TimeoutError("gradagg: " + RankAndHost() + " waited " + seconds +
+                     " s in the node's shared window for local rank " + std::to_string(peer) + " (" +
+                     DescribeWorldRanks(node_, {peer}) + ") to " + what + " (GRADAGG_TIMEOUT)");
+}
+
+template <typename Fill, typename Read>
+void SharedWindowPhase::RunRound(Fill fill, Read read) {
+  const uint64_t round = rounds_;
+  // 1. Fill our slot and publish it.
+  fill(round);
+  published_[static_cast<size_t>(localRank_)]->Advance(static_cast<uint32_t>(round + 1));
+  // 2. Every peer's slot of this round.
+  for (int peer = 0; peer < localSize_; ++peer) {
+    if (peer != localRank_) WaitFor(*published_[static_cast<size_t>(peer)], round + 1, peer, "fill its slot");
+  }
+  // 3. Read them.
+  read(round);
+  rounds_ = round + 1;
+}
+
+void SharedWindowPhase::ReduceScatterRound(const FlatBuffers& gradient, const std::vector<ElementRange>& shards,
+                                           size_t chunk, float* stripe) {
+  const ElementRange mine = ChunkOf(shards[static_cast<size_t>(localRank_)], chunk, chunk_);
+  RunRound(
+      [&](uint64_t round) {
+        for (int peer = 0; peer < localSize_; ++peer) {
+          if (peer == localRank_) continue;
+          gradient.CopyOut(ChunkOf(shards[static_cast<size_t>(peer)], chunk, chunk_), Slot(localRank_, round, peer));
+        }
+      },
+      [&](uint64_t round) {
+        // Our chunk in local-rank order: our own term straight from the gradient, the others' from their slots.
+        gradient.ForEachPiece(mine, [&](float* piece, size_t at, size_t length) {
+          for (int peer = 0; peer < localSize_; ++peer) {
+            terms_[static_cast<size_t>(peer)] = peer == localRank_ ? piece : Slot(peer, round, localRank_) + at;
+          }
+          float* out =
+              stripe != nullptr ? stripe + (mine.begin - shards[static_cast<size_t>(localRank_)].begin) + at : piece;
+          SumInOrder(terms_.data(), terms_.size(), length, out, nullptr);
+        });
+      });
+}
+
+void SharedWindowPhase::AllGatherRound(const float* stripe, const std::vector<ElementRange>& shards, size_t chunk,
+                                       const FlatBuffers& gradient, Stores stores) {
+  const ElementRange mine = ChunkOf(shards[static_cast<size_t>(localRank_)], chunk, chunk_);
+  RunRound(
+      [&](uint64_t round) {
+        float* slot = Slot(localRank_, round, localRank_);
+        if (stripe == nullptr) {
+          gradient.CopyOut(mine, slot);
+          return;
+        }
+        const float* aggregated = stripe + (mine.begin - shards[static_cast<size_t>(localRank_)].begin);
+        gradient.ForEachPiece(mine, [&](float* piece, size_t at, size_t length) {
+          const float* term = aggregated + at;
+          SumInOrder(&term, 1, length, slot + at, term == piece ? nullptr : piece);  // in place: the slot only
+        });
+      },
+      [&](uint64_t round) {
+        for (int peer = 0; peer < localSize_; ++peer) {
+          if (peer == localRank_) continue;
+          const float* from = Slot(peer, round, peer);
+          gradient.ForEachPiece(ChunkOf(shards[static_cast<size_t>(peer)], chunk, chunk_),
+                                [&](float* piece, size_t at, size_t length) {
+                                  const float* term = from + at;
+                                  SumInOrder(&term, 1, length, piece, nullptr, stores);
+                                });
+        }
+      });
+}
+
+size_t SharedWindowPhase::Rounds(const FlatBuffers& gradient, const std::vector<ElementRange>& shards) const {
+  if (shards.size() != static_cast<size_t>(localSize_)) {
+    throw std::invalid_argument("shared window phase: need one shard per local rank");
+  }
+  size_t longest = 0;
+  for (const ElementRange& shard : shards) {
+    if (shard.end() > gradient.size()) {
+      throw std::out_of_range("shared window phase: a shard ends past the gradient's " +
+                              std::to_string(gradient.size()) + " elements");
+    }
+    longest = std::max(longest, shard.count);
+  }
+  return (longest + chunk_ - 1) / chunk_;
 }
 
 void SharedWindowPhase::ReduceScatter(const FlatBuffers& gradient, const std::vector<ElementRange>& shards,
                                       float* stripe) {
-  if (shards.size() != static_cast<size_t>(localSize_)) {
-    throw std::invalid_argument("ReduceScatter: need one shard per local rank");
+  const size_t rounds = Rounds(gradient, shards);
+  if (shards[static_cast<size_t>(localRank_)].count > 0 && stripe == nullptr) {
+    throw std::invalid_argument("shared window phase: no stripe to sum into");
   }
-  EnsureCapacity(gradient.size());
-
-  // 1. Publish our gradient.
-  gradient.CopyOut({0, gradient.size()}, segments_[static_cast<size_t>(localRank_)]);
-  NodeBarrier();
-
-  // 2. Sum our shard over the node in local-rank order, a cache-sized block at a time.
-  const ElementRange shard = shards[static_cast<size_t>(localRank_)];
-  for (size_t blockStart = 0; blockStart < shard.count; blockStart += kReduceBlock) {
-    const size_t length = std::min(kReduceBlock, shard.count - blockStart);
-    float* out = stripe + blockStart;
-    std::memcpy(out, segments_[0] + shard.begin + blockStart, length * sizeof(float));
-    for (int peer = 1; peer < localSize_; ++peer) {
-      const float* in = segments_[static_cast<size_t>(peer)] + shard.begin + blockStart;
-      for (size_t i = 0; i < length; ++i) out[i] += in[i];
-    }
-  }
+  for (size_t chunk = 0; chunk < rounds; ++chunk) ReduceScatterRound(gradient, shards, chunk, stripe);
 }
 
 void SharedWindowPhase::AllGather(const float* stripe, const std::vector<ElementRange>& shards,
                                   const FlatBuffers& gradient) {
-  if (shards.size() != static_cast<size_t>(localSize_)) {
-    throw std::invalid_argument("AllGather: need one shard per local rank");
+  const size_t rounds = Rounds(gradient, shards);
+  if (shards[static_cast<size_t>(localRank_)].count > 0 && stripe == nullptr) {
+    throw std::invalid_argument("shared window phase: no stripe to gather from");
   }
-  EnsureCapacity(gradient.size());  // a no-op after ReduceScatter of the same gradient
+  // The peers' parts of a gradient too large to stay in cache since the reduce-scatter read it: streamed to memory.
+  const Stores stores = gradient.size() * sizeof(float) > kStreamAboveBytes ? Stores::kStreamed : Stores::kCached;
+  for (size_t chunk = 0; chunk < rounds; ++chunk) AllGatherRound(stripe, shards, chunk, gradient, stores);
+}
 
-  // 4. Publish our aggregated stripe where only we read in phase 1, then gather everyone's.
+float* SharedWindowPhase::StripeInPlace(const FlatBuffers& gradient, const std::vector<ElementRange>& shards) {
+  if (shards.size() != static_cast<size_t>(localSize_)) return nullptr;
   const ElementRange mine = shards[static_cast<size_t>(localRank_)];
-  if (mine.count > 0) {  // an empty stripe may come as a null pointer
-    std::memcpy(segments_[static_cast<size_t>(localRank_)] + mine.begin, stripe, mine.count * sizeof(float));
+  if (mine.count == 0 || mine.end() > gradient.size()) return nullptr;
+  float* start = nullptr;
+  size_t pieces = 0;
+  gradient.ForEachPiece(mine, [&](float* piece, size_t, size_t) {
+    if (pieces++ == 0) start = piece;
+  });
+  return pieces == 1 ? start : nullptr;
+}
+
+bool SharedWindowPhase::AllReduce(const FlatBuffers& gradient) {
+  // Equal shards of whole cache lines.
+  const size_t ranks = static_cast<size_t>(localSize_);
+  const size_t lines = (gradient.size() + kLineFloats - 1) / kLineFloats;
+  std::vector<ElementRange> shards;
+  for (size_t part = 0, begin = 0; part < ranks; ++part) {
+    const size_t end = std::min(gradient.size(), lines * (part + 1) / ranks * kLineFloats);
+    shards.push_back({begin, end - begin});
+    begin = end;
   }
-  NodeBarrier();
-  for (int owner = 0; owner < localSize_; ++owner) {
-    const ElementRange shard = shards[static_cast<size_t>(owner)];
-    gradient.CopyIn(shard, segments_[static_cast<size_t>(owner)] + shard.begin);
+  const size_t rounds = Rounds(gradient, shards);
+  for (size_t chunk = 0; chunk < rounds; ++chunk) {
+    ReduceScatterRound(gradient, shards, chunk, nullptr);
+    AllGatherRound(nullptr, shards, chunk, gradient, Stores::kCached);
   }
-  NodeBarrier();
+  return true;
 }
 
 }  // namespace gradagg

@@ -20,7 +20,10 @@ namespace {
 constexpr size_t kLineBytes = 64;
 constexpr size_t kLineFloats = kLineBytes / sizeof(float);
 constexpr size_t kDepth = 2;  // the fewest that is safe (see the header)
-constexpr size_t kSlotBytes = 256 << 10;
+constexpr size_t kSlotBytes = 1 << 20;
+// A one-node gradient of at most this many bytes goes in one round: every rank reads all of every peer's (G times
+// the bytes, cheap at this size) for one meeting instead of two per chunk.
+constexpr size_t kOneShotBytes = 256 << 10;
 // A gradient above this many bytes no longer sits in the cache between the two phases (the cores share 32 MiB or
 // less of it on the machines measured, and every rank of the node has a gradient of its own).
 constexpr size_t kStreamAboveBytes = 16 << 20;
@@ -230,8 +233,21 @@ float* SharedWindowPhase::StripeInPlace(const FlatBuffers& gradient, const std::
 }
 
 bool SharedWindowPhase::AllReduce(const FlatBuffers& gradient) {
-  // Equal shards of whole cache lines.
   const size_t ranks = static_cast<size_t>(localSize_);
+  if (gradient.size() * sizeof(float) <= kOneShotBytes && gradient.size() <= ranks * chunk_) {
+    // One round: every rank publishes its whole gradient and sums all of it, in local-rank order.
+    RunRound([&](uint64_t round) { gradient.CopyOut({0, gradient.size()}, Slot(localRank_, round, 0)); },
+             [&](uint64_t round) {
+               gradient.ForEachPiece({0, gradient.size()}, [&](float* piece, size_t at, size_t length) {
+                 for (int peer = 0; peer < localSize_; ++peer) {
+                   terms_[static_cast<size_t>(peer)] = peer == localRank_ ? piece : Slot(peer, round, 0) + at;
+                 }
+                 SumInOrder(terms_.data(), terms_.size(), length, piece, nullptr);
+               });
+             });
+    return true;
+  }
+  // Equal shards of whole cache lines.
   const size_t lines = (gradient.size() + kLineFloats - 1) / kLineFloats;
   std::vector<ElementRange> shards;
   for (size_t part = 0, begin = 0; part < ranks; ++part) {

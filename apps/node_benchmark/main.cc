@@ -87,7 +87,8 @@ double Median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-void RunSize(MPI_Comm node, SharedWindowPhase& phase, const Settings& settings, size_t count) {
+// Times and checks one size; returns the elements that came out wrong on this rank.
+size_t RunSize(MPI_Comm node, SharedWindowPhase& phase, const Settings& settings, size_t count) {
   int rank = 0, size = 1;
   GRADAGG_MPI_CHECK(MPI_Comm_rank(node, &rank));
   GRADAGG_MPI_CHECK(MPI_Comm_size(node, &size));
@@ -145,12 +146,13 @@ void RunSize(MPI_Comm node, SharedWindowPhase& phase, const Settings& settings, 
   }
   const double floor = Median(variants[4].seconds);
   const double allreduce = Median(variants[2].seconds);
-  if (rank != 0) return;
+  const size_t wrong = variants[0].wrong + variants[1].wrong + variants[2].wrong + variants[3].wrong;
+  if (rank != 0) return wrong;
   std::printf("%12zu %10zu", count * sizeof(float), count);
   for (size_t v = 0; v < 4; ++v) std::printf(" %10.1f", 1e6 * Median(variants[v].seconds));
   std::printf(" %10.1f %7.2f %7.2f %7.2f %6zu\n", 1e6 * floor, allreduce / Median(variants[0].seconds),
-              allreduce / Median(variants[1].seconds), floor / Median(variants[0].seconds),
-              variants[0].wrong + variants[1].wrong + variants[2].wrong + variants[3].wrong);
+              allreduce / Median(variants[1].seconds), floor / Median(variants[0].seconds), wrong);
+  return wrong;
 }
 
 int Run(int argc, char** argv) {
@@ -167,6 +169,7 @@ int Run(int argc, char** argv) {
     if (worldRank == 0) std::fprintf(stderr, "gradagg_node_benchmark: run every rank on one node\n");
     return 2;
   }
+  uint64_t wrong = 0;
   {
     SharedWindowPhase phase(node, 300.0);
     if (worldRank == 0) {
@@ -179,11 +182,13 @@ int Run(int argc, char** argv) {
                   "(us)", "(us)", "fused", "mpi", "", "");
     }
     for (uint64_t bytes = settings.minBytes; bytes <= settings.maxBytes; bytes *= settings.factor) {
-      RunSize(node, phase, settings, bytes / sizeof(float));
+      wrong += RunSize(node, phase, settings, bytes / sizeof(float));
     }
   }
   GRADAGG_MPI_CHECK(MPI_Comm_free(&node));
-  return 0;
+  GRADAGG_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_UINT64_T, MPI_SUM, world));
+  if (worldRank == 0) std::printf("# %s\n", wrong == 0 ? "every element right" : "FAIL: wrong elements");
+  return wrong == 0 ? 0 : 1;
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fails when a project include runs up or sideways against gradagg's layers (README, "Layout").
+"""Fails when a project include runs up or sideways against gradagg's layers (docs/layout.md).
 
   ground      the vocabulary every layer shares (errors, element types, CUDA helpers, the public device types)
   quantize    -> ground

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: the installed CUDA build of the package, staged by `scripts/stage_for_device.sh --with-package`
 # into .device-carry/package, used as a user would with the machine's own CMake, compiler and MPI: test/package's
-# check (a C++-only and a C-only consumer, and the README's trainer at 32 bits on 2 ranks as 2 emulated nodes).
+# check (a C++-only and a C-only consumer, and the trainer of docs/cpp-api.md at 32 bits on 2 ranks as 2 emulated nodes).
 # Writes OUT/toolchain.txt and OUT/package.txt.
 #   scripts/gpu_package_round.sh PREFIX OUT
 set -uo pipefail
@@ -18,6 +18,6 @@ mkdir -p "$out"
   readelf -d "$prefix/lib/libgradagg.so" | grep -E 'NEEDED|RUNPATH'
 } >"$out/toolchain.txt" 2>&1
 cat "$out/toolchain.txt"
-"$root/test/package/check_package.sh" "$prefix" "$root/test/package" "$root/README.md" "$(command -v mpiexec)" shared \
+"$root/test/package/check_package.sh" "$prefix" "$root/test/package" "$root/docs/cpp-api.md" "$(command -v mpiexec)" shared \
   2>&1 | tee "$out/package.txt"
 exit "${PIPESTATUS[0]}"

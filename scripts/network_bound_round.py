@@ -11,7 +11,7 @@ collectives, timed in the same run, and one table of the ratios with the phase t
 
   scripts/network_bound_round.py OUT_DIR [--bin DIR] [--parts cpu,gpu] [--iters N] [--eager-limit BYTES]
 
-Open MPI's TCP eager limit is raised to 1 MiB by default (--eager-limit 0 keeps Open MPI's 64 KiB), as README
+Open MPI's TCP eager limit is raised to 1 MiB by default (--eager-limit 0 keeps Open MPI's 64 KiB), as docs/multi-node.md
 recommends for 1-bit traffic: a few MiB of gradient make 1-bit messages of tens of KB, which would otherwise each
 wait for a rendezvous round trip. It applies to gradagg and MPI_Allreduce alike; NCCL does not use it.
 

@@ -4,31 +4,31 @@
 # through CMAKE_PREFIX_PATH alone:
 #   cxx/  a C++-only project with no definitions or MPI of its own, run on 2 ranks;
 #   c/    a C-only project through the C API, run on 2 ranks;
-#   the README's CMakeLists.txt and trainer.cc, taken verbatim from README.md's "The C++ API", run on 2 ranks as 2
-#         emulated nodes at 32 bits, where the sum is exact, and its output compared with what the README says.
+#   the documented CMakeLists.txt and trainer.cc, taken verbatim from docs/cpp-api.md's "The C++ API", run on 2 ranks
+#         as 2 emulated nodes at 32 bits, where the sum is exact, and its output compared with what the page says.
 # A shared build (LIBRARY_KIND shared) must install no layer archive, and its targets must name neither Highway nor
 # the CUDA toolkit; no installed library may reference MPI's C++ bindings.
-#   check_package.sh BUILD_DIR|PREFIX PACKAGE_TEST_DIR README MPIEXEC shared|static
+#   check_package.sh BUILD_DIR|PREFIX PACKAGE_TEST_DIR DOC_PAGE MPIEXEC shared|static
 set -eu
-build=$1 tests=$2 readme=$3 mpiexec=$4 kind=$5
+build=$1 tests=$2 page=$3 mpiexec=$4 kind=$5
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 fail() { echo "check_package: $*" >&2; exit 1; }
 
-# The README's blocks: the first of the given language in the section "## The C++ API".
-readme_block() {
+# The page's blocks: the first of the given language in the section "## The C++ API".
+page_block() {
   awk -v fence="\`\`\`$1" '/^## / { inside = ($0 == "## The C++ API") }
     inside && $0 == fence { copying = 1; next }
     copying && $0 == "```" { exit }
-    copying { print }' "$readme"
+    copying { print }' "$page"
 }
 mkdir "$scratch/readme"
-readme_block cmake >"$scratch/readme/CMakeLists.txt"
-readme_block cpp >"$scratch/readme/trainer.cc"
-[ -s "$scratch/readme/CMakeLists.txt" ] || fail "no cmake block under '## The C++ API' in $readme"
-[ -s "$scratch/readme/trainer.cc" ] || fail "no cpp block under '## The C++ API' in $readme"
+page_block cmake >"$scratch/readme/CMakeLists.txt"
+page_block cpp >"$scratch/readme/trainer.cc"
+[ -s "$scratch/readme/CMakeLists.txt" ] || fail "no cmake block under '## The C++ API' in $page"
+[ -s "$scratch/readme/trainer.cc" ] || fail "no cpp block under '## The C++ API' in $page"
 expected="weights[0] 3, bias[0] 3, samples 64, loss 1"
-grep -qF "\`$expected\`" "$readme" || fail "the README no longer says what its trainer prints ('$expected')"
+grep -qF "\`$expected\`" "$page" || fail "the page no longer says what its trainer prints ('$expected')"
 
 if [ -f "$build/cmake_install.cmake" ]; then
   cmake --install "$build" --prefix "$scratch/prefix" >/dev/null
@@ -52,8 +52,8 @@ for prefix in "$scratch/prefix" "$scratch/moved"; do
   "$mpiexec" -np 2 --oversubscribe "$scratch/build-cxx/consumer"
   "$mpiexec" -np 2 --oversubscribe "$scratch/build-c/c_consumer"
   output=$(GRADAGG_BITS=32 GRADAGG_RANKS_PER_NODE=1 "$mpiexec" -np 2 --oversubscribe "$scratch/build-readme/trainer")
-  echo "README trainer: $output"
-  [ "$output" = "$expected" ] || fail "the README's trainer printed '$output', not '$expected'"
+  echo "documented trainer: $output"
+  [ "$output" = "$expected" ] || fail "the documented trainer printed '$output', not '$expected'"
   rm -rf "$scratch"/build-*
 done
 

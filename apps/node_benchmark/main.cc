@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/gradagg/cli_options.h"
+#include "apps/common/size_sweep.h"
 #include "mpi_glue/mpi_error.h"
 #include "nvlink/ordered_sum.h"
 #include "nvlink/shared_window_phase.h"
@@ -30,44 +30,21 @@
 namespace gradagg {
 namespace {
 
-struct Settings {
-  uint64_t minBytes = 64 << 10, maxBytes = 256 << 20, factor = 4;
-  int iterations = 20, warmups = 3;
-};
-
-bool Parse(int argc, char** argv, Settings& settings, int rank, bool& help) {
+bool Parse(int argc, char** argv, cli::SizeSweep& sweep, int rank, bool& help) {
   namespace po = boost::program_options;
-  std::string minText = "64K", maxText = "256M";
   po::options_description flags(
       "gradagg_node_benchmark: gradagg's intra-node phases on CPU ranks beside MPI_Allreduce and MPI's "
       "reduce-scatter + all-gather, with the memory floor (mpirun, ranks of one node)");
-  flags.add_options()("help,h", "this text")("minbytes,b", po::value(&minText), "smallest size (64K)")(
-      "maxbytes,e", po::value(&maxText), "largest size (256M)")(
-      "stepfactor,f", po::value(&settings.factor), "size multiplier (4)")("iters,n", po::value(&settings.iterations),
-                                                                          "timed repetitions per size (20)")(
-      "warmup_iters,w", po::value(&settings.warmups), "untimed repetitions first (3)");
+  flags.add_options()("help,h", "this text");
+  cli::SweepFlags sweepFlags(sweep, flags, "repetitions");
   po::variables_map values;
-  std::string error;
-  try {
-    po::store(po::parse_command_line(argc, argv, flags), values);
-    po::notify(values);
-  } catch (const po::error& e) {
-    error = e.what();
-  }
-  const auto min = cli::ParseByteSize(minText), max = cli::ParseByteSize(maxText);
-  if (error.empty() && (!min || !max || *min < sizeof(float) || *max < *min))
-    error = "sizes must be like 64K or 256M with 4 <= minbytes <= maxbytes";
-  if (error.empty() && settings.factor < 2) error = "stepfactor must be at least 2";
-  if (error.empty() && (settings.iterations < 1 || settings.warmups < 0)) error = "iters >= 1, warmup_iters >= 0";
+  const std::string error = sweepFlags.Parse(argc, argv, flags, values, sizeof(float));
   help = values.count("help") > 0;
   if (rank == 0 && (help || !error.empty())) {
     if (!error.empty()) std::cerr << "gradagg_node_benchmark: " << error << "\n";
     std::cout << flags;
   }
-  if (!error.empty() || help) return false;
-  settings.minBytes = *min;
-  settings.maxBytes = *max;
-  return true;
+  return error.empty() && !help;
 }
 
 // Rank r's element i: a small integer, so that every order of summing gives the same exact float.
@@ -88,7 +65,7 @@ double Median(std::vector<double> values) {
 }
 
 // Times and checks one size; returns the elements that came out wrong on this rank.
-size_t RunSize(MPI_Comm node, SharedWindowPhase& phase, const Settings& settings, size_t count) {
+size_t RunSize(MPI_Comm node, SharedWindowPhase& phase, const cli::SizeSweep& settings, size_t count) {
   int rank = 0, size = 1;
   GRADAGG_MPI_CHECK(MPI_Comm_rank(node, &rank));
   GRADAGG_MPI_CHECK(MPI_Comm_size(node, &size));
@@ -160,7 +137,7 @@ int Run(int argc, char** argv) {
   int worldRank = 0, worldSize = 1, nodeSize = 1;
   GRADAGG_MPI_CHECK(MPI_Comm_rank(world, &worldRank));
   GRADAGG_MPI_CHECK(MPI_Comm_size(world, &worldSize));
-  Settings settings;
+  cli::SizeSweep settings{64 << 10, 256 << 20, 4, 20, 3};
   bool help = false;
   if (!Parse(argc, argv, settings, worldRank, help)) return help ? 0 : 2;
   GRADAGG_MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "apps/common/nccl_library.h"
-#include "apps/gradagg/cli_options.h"
+#include "apps/common/size_sweep.h"
 #include "apps/nvlink_benchmark/launch_floor.h"
 #include "apps/nvlink_benchmark/test_pattern.h"
 #include "ground/cuda/cuda_error.h"
@@ -26,40 +26,25 @@ namespace gradagg {
 namespace {
 
 struct Settings {
-  uint64_t minBytes = 1024, maxBytes = 64 << 20, factor = 2;
-  int iterations = 50, warmups = 10;
+  cli::SizeSweep sweep{1024, 64 << 20, 2, 50, 10};
   ElementType type = ElementType::kFloat32;
   bool nccl = true, check = true, help = false, hostFallback = false;
 };
 
 bool Parse(int argc, char** argv, Settings& settings, int rank) {
   namespace po = boost::program_options;
-  std::string minText = "1K", maxText = "64M", typeText = "float";
+  std::string typeText = "float";
   po::options_description flags(
       "gradagg_nvlink_benchmark: intra-node allreduce, gradagg vs NCCL (mpirun, one rank "
       "per GPU)");
-  flags.add_options()("help,h", "this text")("minbytes,b", po::value(&minText), "smallest size (1K)")(
-      "maxbytes,e", po::value(&maxText), "largest size (64M)")(
-      "stepfactor,f", po::value(&settings.factor), "size multiplier (2)")("iters,n", po::value(&settings.iterations),
-                                                                          "timed calls per size (50)")(
-      "warmup_iters,w", po::value(&settings.warmups), "untimed calls first (10)")("datatype,d", po::value(&typeText),
-                                                                                  "float, bfloat16 or half (float)")(
+  flags.add_options()("help,h", "this text");
+  cli::SweepFlags sweepFlags(settings.sweep, flags, "calls");
+  flags.add_options()("datatype,d", po::value(&typeText), "float, bfloat16 or half (float)")(
       "check,c", po::value<int>()->default_value(1), "check every element (1) or not (0)")(
       "no-nccl", "leave out the NCCL rows")("host-fallback",
                                             "also time the node's groups reducing through host memory (float only)");
   po::variables_map values;
-  std::string error;
-  try {
-    po::store(po::parse_command_line(argc, argv, flags), values);
-    po::notify(values);
-  } catch (const po::error& e) {
-    error = e.what();
-  }
-  const auto min = cli::ParseByteSize(minText), max = cli::ParseByteSize(maxText);
-  if (error.empty() && (!min || !max || *min == 0 || *max < *min))
-    error = "sizes must be like 1K or 64M with 0 < minbytes <= maxbytes";
-  if (error.empty() && settings.factor < 2) error = "stepfactor must be at least 2";
-  if (error.empty() && (settings.iterations < 1 || settings.warmups < 0)) error = "iters >= 1, warmup_iters >= 0";
+  std::string error = sweepFlags.Parse(argc, argv, flags, values, 2);
   if (typeText == "float" || typeText == "float32") {
     settings.type = ElementType::kFloat32;
   } else if (typeText == "bfloat16") {
@@ -75,8 +60,6 @@ bool Parse(int argc, char** argv, Settings& settings, int rank) {
   }
   settings.help = values.count("help") > 0;
   if (!error.empty() || settings.help) return false;
-  settings.minBytes = *min;
-  settings.maxBytes = *max;
   settings.nccl = values.count("no-nccl") == 0;
   settings.check = values["check"].as<int>() != 0;
   settings.hostFallback = values.count("host-fallback") > 0;
@@ -90,21 +73,21 @@ bool Parse(int argc, char** argv, Settings& settings, int rank) {
 // Mean time per call in microseconds on this rank, the slowest rank's returned.
 template <typename Call>
 double TimeCalls(const Settings& settings, cudaStream_t stream, Call call) {
-  for (int i = 0; i < settings.warmups; ++i) call();
+  for (int i = 0; i < settings.sweep.warmups; ++i) call();
   cudaEvent_t start, stop;
   GRADAGG_CUDA_CHECK(cudaEventCreate(&start));
   GRADAGG_CUDA_CHECK(cudaEventCreate(&stop));
   GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
   GRADAGG_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
   GRADAGG_CUDA_CHECK(cudaEventRecord(start, stream));
-  for (int i = 0; i < settings.iterations; ++i) call();
+  for (int i = 0; i < settings.sweep.iterations; ++i) call();
   GRADAGG_CUDA_CHECK(cudaEventRecord(stop, stream));
   GRADAGG_CUDA_CHECK(cudaEventSynchronize(stop));
   float ms = 0;
   GRADAGG_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  double mine = 1000.0 * ms / settings.iterations, slowest = 0;
+  double mine = 1000.0 * ms / settings.sweep.iterations, slowest = 0;
   GRADAGG_MPI_CHECK(MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
   return slowest;
 }
@@ -143,7 +126,7 @@ int Run(const Settings& settings) {
   }
 
   const size_t elementBytes = ElementBytes(settings.type);
-  const size_t maxCount = settings.maxBytes / elementBytes;
+  const size_t maxCount = settings.sweep.maxBytes / elementBytes;
   void *input = nullptr, *output = nullptr;
   GRADAGG_CUDA_CHECK(cudaMalloc(&input, maxCount * elementBytes));
   GRADAGG_CUDA_CHECK(cudaMalloc(&output, maxCount * elementBytes));
@@ -152,7 +135,7 @@ int Run(const Settings& settings) {
 
   if (rank == 0) {
     std::printf("# gradagg_nvlink_benchmark: %d ranks, %s, %d iterations, %d warm-ups\n", ranks,
-                ToString(settings.type), settings.iterations, settings.warmups);
+                ToString(settings.type), settings.sweep.iterations, settings.sweep.warmups);
     std::printf("# node: %s", node.Describe().c_str());
     if (node.fullyConnected()) std::printf(", one-shot up to %zu bytes", node.peers().config().oneShotMaxBytes);
     std::printf("\n");
@@ -168,7 +151,7 @@ int Run(const Settings& settings) {
   int faster = 0, compared = 0;
   const double busFactor = 2.0 * (ranks - 1) / ranks;
   uint32_t seed = 1;
-  for (uint64_t bytes = settings.minBytes; bytes <= settings.maxBytes; bytes *= settings.factor) {
+  for (uint64_t bytes = settings.sweep.minBytes; bytes <= settings.sweep.maxBytes; bytes *= settings.sweep.factor) {
     const size_t count = bytes / elementBytes;
     if (count == 0) continue;
     FillPattern(input, count, settings.type, rank, ++seed, stream);

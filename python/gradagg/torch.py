@@ -196,8 +196,8 @@ def comm_hook(state, bucket):
     def finish():
         with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
             buffer.div_(size)
-            if momentum is not None and bool(torch.isfinite(buffer).all()):
-                momentum.copy_(buffer)
+            if momentum is not None:  # the new momentum, unless the bucket overflowed: decided on the device, no wait
+                torch.where(torch.isfinite(buffer).all(), buffer, momentum, out=momentum)
             if stream is not None:
                 stream.synchronize()
         return buffer

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""What the DDP hook costs beyond the aggregation itself: per bucket and size, the time from handing a bucket to
+gradagg.torch.comm_hook until its future's value is ready, against calling a gradagg Aggregator directly on the
+same tensors (split per parameter, averaged, as the hook does), in the same run, alternating. No DDP: a stand-in
+bucket with DDP's GradBucket methods, so only the hook's own work (Python, the future, the waiter thread, the
+momentum buffer when set) differs between the two.
+
+  mpirun -np 2 python3 examples/pytorch/hook_overhead.py [--device cpu|cuda] [--sizes 1M,4M,25M] [--steps 40]
+      [--bits 1] [--momentum 0]
+
+Rank 0 prints a table: size, the direct call's and the hook's median time (us), the hook's overhead in us and as a
+share of the direct call. GRADAGG_RANKS_PER_NODE=1 makes the ranks nodes (the exchange then runs at --bits).
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+import gradagg
+import gradagg.torch
+
+
+class StandInBucket:
+    """The GradBucket methods the hook uses: a flat buffer and the parameters laid out in it."""
+
+    def __init__(self, parameters, buffer):
+        self._parameters, self._buffer = parameters, buffer
+
+    def buffer(self):
+        return self._buffer
+
+    def parameters(self):
+        return self._parameters
+
+    def index(self):
+        return 0
+
+
+def parse_size(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+
+
+def synchronize(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def rank():
+    return int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+
+
+def measure(size_bytes, device, steps, bits, momentum, meeting):
+    count = size_bytes // 4
+    shapes = [count // 2, count // 4, count // 8, count - count // 2 - count // 4 - count // 8]  # four "parameters"
+    parameters = [torch.nn.Parameter(torch.zeros(n, device=device)) for n in shapes]
+    source = torch.randn(count, generator=torch.Generator().manual_seed(rank())).to(device)
+    buffer = torch.empty(count, device=device)
+    bucket = StandInBucket(parameters, buffer)
+    state = gradagg.torch.GradaggState(bits=bits, momentum=momentum, check_optimizers=False)
+    direct = gradagg.Aggregator(bits=bits)
+    views = list(buffer.split(shapes))
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
+    size = direct.size
+
+    def direct_call():
+        direct.aggregate(views, stream=stream)
+        buffer.div_(size)
+
+    def hook_call():
+        gradagg.torch.comm_hook(state, bucket).wait()
+
+    times = {"direct": [], "hook": []}
+    for step in range(steps + 5):  # 5 warm-ups
+        for name, call in (("direct", direct_call), ("hook", hook_call)):
+            buffer.copy_(source)
+            synchronize(device)
+            meeting()
+            start = time.perf_counter()
+            call()
+            synchronize(device)
+            if step >= 5:
+                times[name].append(time.perf_counter() - start)
+    direct.close()
+    for aggregator in state.aggregators.values():
+        aggregator.close()
+    return statistics.median(times["direct"]), statistics.median(times["hook"])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--sizes", default="1M,4M,25M")
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--bits", type=int, default=1)
+    parser.add_argument("--momentum", type=float, default=0.0)
+    arguments = parser.parse_args()
+    device = torch.device(arguments.device)
+    if device.type == "cuda":
+        device = torch.device("cuda", rank() % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    barrier = gradagg.Aggregator(bits=32)  # a one-element aggregation: every rank meets before each timed call
+    token = torch.zeros(1)
+    rows = []
+    for text in arguments.sizes.split(","):
+        rows.append((text, *measure(parse_size(text), device, arguments.steps, arguments.bits, arguments.momentum,
+                                    lambda: barrier.aggregate([token]))))
+    ranks = barrier.size
+    barrier.close()
+    if rank() == 0:
+        print(f"# hook_overhead: {ranks} ranks, device {device.type}, {arguments.bits} bits, momentum "
+              f"{arguments.momentum}, medians of {arguments.steps} calls each, alternating; torch {torch.__version__}")
+        print("| bucket | direct Aggregator (us) | hook (us) | overhead (us) | overhead / direct |")
+        print("| --- | --- | --- | --- | --- |")
+        for text, direct, hook in rows:
+            print(f"| {text} | {1e6 * direct:.0f} | {1e6 * hook:.0f} | {1e6 * (hook - direct):.0f} | "
+                  f"{100 * (hook - direct) / direct:.1f}% |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

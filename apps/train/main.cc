@@ -6,7 +6,7 @@
 //   1. every rank loads the data; rank 0 draws the initial weights and broadcasts them;
 //   2. per step, each rank takes its slice of the global batch (a fixed shuffle per epoch), backpropagates, and
 //      AggregateGradients sums the six gradient tensors (in host memory, or on the GPU with --device cuda) and the
-//      header (loss, samples, errors) over all ranks;
+//      header (loss, samples, errors) over all ranks (--exchange mpi: MPI_Allreduce of the same, the baseline);
 //   3. the optimizer (optimizer.h) on sum / aggregated numSamples (CNTK's rule). By default the momentum travels
 //      inside the aggregation: each rank adds beta * m to its gradient before the call and takes the aggregate as
 //      its new m (--aggregate gradient applies the momentum after instead). With --stale, the Aggregator's
@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -48,6 +49,7 @@ struct Options {
   // The default recipe: momentum 0.9 at float32's best learning rate with a cosine schedule (bench/NOTES.md).
   std::string scheduleName = "cosine";
   std::string aggregate = "auto";  // what goes through AggregateGradients: momentum, gradient, auto
+  std::string exchange = "gradagg";  // gradagg, or mpi: MPI_Allreduce of the same tensors, the baseline
   double warmupEpochs = 0.0;
   int stepEpochs = 0;
   uint64_t seed = 1;
@@ -84,6 +86,7 @@ Dataset Load(const std::string& directory, const std::string& prefix, size_t sub
 }
 
 std::string ModeName(const Options& o) {
+  if (o.exchange == "mpi") return "MPI_Allreduce";
   std::string name = o.aggregator.bits == 32 ? "float32" : std::to_string(o.aggregator.bits) + "-bit";
   if (o.aggregator.bits == 1) name += o.aggregator.meanThreshold ? " mean" : " zero";
   if (o.aggregator.bits != 32) name += o.aggregator.errorFeedback ? " EF" : " no-EF";
@@ -120,6 +123,9 @@ bool Parse(int argc, char** argv, int rank, Options& o, int& exitCode) {
       "aggregate", po::value(&o.aggregate),
       "what goes through AggregateGradients: momentum (beta m + g; each rank takes the aggregate as its m), gradient "
       "(the momentum applied after), or auto: momentum, gradient with --stale (default auto)")(
+      "exchange", po::value(&o.exchange),
+      "gradagg (AggregateGradients), or mpi: MPI_Allreduce of the same float32 tensors and header sums, the baseline "
+      "a user would pick instead (CPU model, 32 bits, no --stale; default gradagg)")(
       "seed", po::value(&o.seed), "seed of the initial weights and the shuffle (default 1)")(
       "train-subset", po::value(&o.trainSubset), "use the first N training images (default all)")(
       "test-subset", po::value(&o.testSubset), "use the first N test images (default all)")(
@@ -177,6 +183,10 @@ bool Parse(int argc, char** argv, int rank, Options& o, int& exitCode) {
     if (o.stepEpochs < 0) throw std::invalid_argument("--step-epochs must be 0 or more");
     if (!o.probe.empty() && (o.device != "cpu" || o.aggregator.doubleBuffered))
       throw std::invalid_argument("--probe works with the CPU model and without --stale");
+    if (o.exchange != "gradagg" && o.exchange != "mpi")
+      throw std::invalid_argument("--exchange must be gradagg or mpi, not '" + o.exchange + "'");
+    if (o.exchange == "mpi" && (o.device != "cpu" || o.aggregator.bits != 32 || o.aggregator.doubleBuffered))
+      throw std::invalid_argument("--exchange mpi sums float32 host tensors: --device cpu, --bits 32, no --stale");
     Validate(o.aggregator);
   } catch (const std::exception& error) {
     if (rank == 0) std::fprintf(stderr, "train: error: %s (try --help)\n", error.what());
@@ -201,10 +211,46 @@ void DumpGradient(const std::string& prefix, size_t step, const GradientTensors&
   if (!values || !lengths) throw std::runtime_error("cannot write " + path);
 }
 
-// AggregateGradients (and FlushDoubleBuffer) wherever the model keeps its gradient; device calls return with the
-// result in place.
-void Aggregate(Aggregator& aggregator, const GradientTensors& gradient, GradientHeader* header) {
-  if (gradient.onDevice()) {
+void CheckMpi(int code, const char* call) {
+  if (code != MPI_SUCCESS) throw std::runtime_error(std::string(call) + " failed");
+}
+
+// --exchange mpi: MPI_Allreduce of every host tensor and of the header's counts and sums, in place.
+void MpiAllreduce(const GradientTensors& gradient, GradientHeader* header) {
+  for (const GradientBuffer& tensor : gradient.host) {
+    if (tensor.count > static_cast<size_t>(std::numeric_limits<int>::max()))
+      throw std::invalid_argument("--exchange mpi: a tensor of more than 2^31 elements");
+    CheckMpi(MPI_Allreduce(MPI_IN_PLACE, tensor.data, static_cast<int>(tensor.count), MPI_FLOAT, MPI_SUM,
+                           MPI_COMM_WORLD),
+             "MPI_Allreduce of a gradient");
+  }
+  std::vector<uint64_t> counts = {header->numSamples, header->numSamplesWithLabel};
+  std::vector<double> sums = {header->criterion};
+  for (const EvalError& error : header->evalErrors) {
+    counts.push_back(error.numSamples);
+    sums.push_back(error.errorSum);
+  }
+  CheckMpi(MPI_Allreduce(MPI_IN_PLACE, counts.data(), static_cast<int>(counts.size()), MPI_UINT64_T, MPI_SUM,
+                         MPI_COMM_WORLD),
+           "MPI_Allreduce of the header's counts");
+  CheckMpi(MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_DOUBLE, MPI_SUM,
+                         MPI_COMM_WORLD),
+           "MPI_Allreduce of the header's sums");
+  header->numSamples = counts[0];
+  header->numSamplesWithLabel = counts[1];
+  header->criterion = sums[0];
+  for (size_t i = 0; i < header->evalErrors.size(); ++i) {
+    header->evalErrors[i].numSamples = counts[2 + i];
+    header->evalErrors[i].errorSum = sums[1 + i];
+  }
+}
+
+// AggregateGradients (and FlushDoubleBuffer) wherever the model keeps its gradient, or the MPI_Allreduce baseline;
+// device calls return with the result in place.
+void Aggregate(Aggregator& aggregator, const GradientTensors& gradient, GradientHeader* header, bool mpi) {
+  if (mpi) {
+    MpiAllreduce(gradient, header);
+  } else if (gradient.onDevice()) {
     aggregator.AggregateGradients(gradient.device, gradient.stream, header);
   } else {
     aggregator.AggregateGradients(gradient.host, header);
@@ -314,7 +360,7 @@ int Run(const Options& o, int rank, int size) {
       header.numSamplesWithLabel = o.batch;
       header.criterion = result.lossSum;
       header.evalErrors = {{static_cast<double>(result.errors), o.batch}};
-      Aggregate(aggregator, gradient, &header);
+      Aggregate(aggregator, gradient, &header, o.exchange == "mpi");
       aggregate += Seconds(start);
       if (probe) probe->AfterAggregation(steps, gradient);
 

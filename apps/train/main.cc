@@ -48,7 +48,7 @@ struct Options {
   std::string optimizerName = "momentum";
   // The default recipe: momentum 0.9 at float32's best learning rate with a cosine schedule (bench/NOTES.md).
   std::string scheduleName = "cosine";
-  std::string aggregate = "auto";  // what goes through AggregateGradients: momentum, gradient, auto
+  std::string aggregate = "auto";    // what goes through AggregateGradients: momentum, gradient, auto
   std::string exchange = "gradagg";  // gradagg, or mpi: MPI_Allreduce of the same tensors, the baseline
   double warmupEpochs = 0.0;
   int stepEpochs = 0;
@@ -220,9 +220,9 @@ void MpiAllreduce(const GradientTensors& gradient, GradientHeader* header) {
   for (const GradientBuffer& tensor : gradient.host) {
     if (tensor.count > static_cast<size_t>(std::numeric_limits<int>::max()))
       throw std::invalid_argument("--exchange mpi: a tensor of more than 2^31 elements");
-    CheckMpi(MPI_Allreduce(MPI_IN_PLACE, tensor.data, static_cast<int>(tensor.count), MPI_FLOAT, MPI_SUM,
-                           MPI_COMM_WORLD),
-             "MPI_Allreduce of a gradient");
+    CheckMpi(
+        MPI_Allreduce(MPI_IN_PLACE, tensor.data, static_cast<int>(tensor.count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+        "MPI_Allreduce of a gradient");
   }
   std::vector<uint64_t> counts = {header->numSamples, header->numSamplesWithLabel};
   std::vector<double> sums = {header->criterion};
@@ -233,8 +233,7 @@ void MpiAllreduce(const GradientTensors& gradient, GradientHeader* header) {
   CheckMpi(MPI_Allreduce(MPI_IN_PLACE, counts.data(), static_cast<int>(counts.size()), MPI_UINT64_T, MPI_SUM,
                          MPI_COMM_WORLD),
            "MPI_Allreduce of the header's counts");
-  CheckMpi(MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_DOUBLE, MPI_SUM,
-                         MPI_COMM_WORLD),
+  CheckMpi(MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
            "MPI_Allreduce of the header's sums");
   header->numSamples = counts[0];
   header->numSamplesWithLabel = counts[1];

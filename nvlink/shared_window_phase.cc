@@ -133,6 +133,18 @@ void SharedWindowPhase::RunRound(Fill fill, Read read) {
   rounds_ = round + 1;
 }
 
+template <typename Out>
+void SharedWindowPhase::SumWithPeers(const FlatBuffers& gradient, ElementRange range, uint64_t round, int sub,
+                                     Out out) {
+  // Local-rank order: our own term straight from the gradient, the others' from their slots.
+  gradient.ForEachPiece(range, [&](float* piece, size_t at, size_t length) {
+    for (int peer = 0; peer < localSize_; ++peer) {
+      terms_[static_cast<size_t>(peer)] = peer == localRank_ ? piece : Slot(peer, round, sub) + at;
+    }
+    SumInOrder(terms_.data(), terms_.size(), length, out(piece, at), nullptr);
+  });
+}
+
 void SharedWindowPhase::ReduceScatterRound(const FlatBuffers& gradient, const std::vector<ElementRange>& shards,
                                            size_t chunk, float* stripe) {
   const ElementRange mine = ChunkOf(shards[static_cast<size_t>(localRank_)], chunk, chunk_);
@@ -144,15 +156,10 @@ void SharedWindowPhase::ReduceScatterRound(const FlatBuffers& gradient, const st
         }
       },
       [&](uint64_t round) {
-        // Our chunk in local-rank order: our own term straight from the gradient, the others' from their slots.
-        gradient.ForEachPiece(mine, [&](float* piece, size_t at, size_t length) {
-          for (int peer = 0; peer < localSize_; ++peer) {
-            terms_[static_cast<size_t>(peer)] = peer == localRank_ ? piece : Slot(peer, round, localRank_) + at;
-          }
-          float* out =
-              stripe != nullptr ? stripe + (mine.begin - shards[static_cast<size_t>(localRank_)].begin) + at : piece;
-          SumInOrder(terms_.data(), terms_.size(), length, out, nullptr);
-        });
+        float* sums = stripe != nullptr ? stripe + (mine.begin - shards[static_cast<size_t>(localRank_)].begin)
+                                        : nullptr;  // null: in place
+        SumWithPeers(gradient, mine, round, localRank_,
+                     [&](float* piece, size_t at) { return sums != nullptr ? sums + at : piece; });
       });
 }
 
@@ -236,15 +243,13 @@ bool SharedWindowPhase::AllReduce(const FlatBuffers& gradient) {
   const size_t ranks = static_cast<size_t>(localSize_);
   if (gradient.size() * sizeof(float) <= kOneShotBytes && gradient.size() <= ranks * chunk_) {
     // One round: every rank publishes its whole gradient and sums all of it, in local-rank order.
-    RunRound([&](uint64_t round) { gradient.CopyOut({0, gradient.size()}, Slot(localRank_, round, 0)); },
-             [&](uint64_t round) {
-               gradient.ForEachPiece({0, gradient.size()}, [&](float* piece, size_t at, size_t length) {
-                 for (int peer = 0; peer < localSize_; ++peer) {
-                   terms_[static_cast<size_t>(peer)] = peer == localRank_ ? piece : Slot(peer, round, 0) + at;
-                 }
-                 SumInOrder(terms_.data(), terms_.size(), length, piece, nullptr);
-               });
-             });
+    RunRound(
+        [&](uint64_t round) {
+          gradient.CopyOut({0, gradient.size()}, Slot(localRank_, round, 0));
+        },
+        [&](uint64_t round) {
+          SumWithPeers(gradient, {0, gradient.size()}, round, 0, [](float* piece, size_t) { return piece; });
+        });
     return true;
   }
   // Equal shards of whole cache lines.

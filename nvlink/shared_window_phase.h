@@ -60,6 +60,10 @@ class SharedWindowPhase : public IntraNodePhase {
                           float* stripe);
   void AllGatherRound(const float* stripe, const std::vector<ElementRange>& shards, size_t chunk,
                       const FlatBuffers& gradient, Stores stores);
+  // Our gradient's `range` summed in local-rank order with the same elements of every peer's slot `sub` of `round`
+  // (which holds them from its start), piece by piece into out(piece, offset of the piece in the range).
+  template <typename Out>
+  void SumWithPeers(const FlatBuffers& gradient, ElementRange range, uint64_t round, int sub, Out out);
   size_t Rounds(const FlatBuffers& gradient, const std::vector<ElementRange>& shards) const;
   // Slot `sub` (a local rank's part) of `owner`'s ring for `round`.
   float* Slot(int owner, uint64_t round, int sub) const;

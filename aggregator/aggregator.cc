@@ -156,12 +156,16 @@ AggregationStats Aggregator::Impl::RunHost(const FlatBuffers& flat, const Bucket
   // 0. Every rank has checked its arguments; all ranks agree on sizes and sum the header (or all throw alike).
   Stopwatch clock;
   if (options.traceLevel >= 3) call_timeline::Begin();
-  const bool contributes =
-      AgreeOnCall(topology.world(), callLayout, header, problem, CallMemory::kHost, options.timeoutSeconds);
+  const bool contributes = AgreeOnCall(topology.world(), callLayout, header,
+                                       problem.empty() ? ImportProblem(callLayout) : problem, CallMemory::kHost,
+                                       options.timeoutSeconds);
   call_timeline::Note("agreed");
   const double agreement = clock.Lap();
   try {
+    InstallImport(crossNode.get());
     AggregationStats call = RunHostPhases(flat, callLayout, contributes);
+    lastCallLayout = callLayout;
+    lastCallOnDevice = false;
     if (options.timing) call.times.agreement = agreement;
     call.times.total += agreement;
     TraceCall(flat.size(), call);
@@ -219,15 +223,19 @@ AggregationStats Aggregator::Impl::RunDevice(const std::vector<DeviceGradient>& 
   if (options.traceLevel >= 3) call_timeline::Begin();
   const BucketLayout callLayout = LayoutOf(gradients, options);
   const size_t elements = callLayout.elements();
-  const bool contributes =
-      AgreeOnCall(topology.world(), callLayout, header, problem, CallMemory::kDevice, options.timeoutSeconds);
+  const bool contributes = AgreeOnCall(topology.world(), callLayout, header,
+                                       problem.empty() ? ImportProblem(callLayout) : problem, CallMemory::kDevice,
+                                       options.timeoutSeconds);
   call_timeline::Note("agreed");
   const double agreement = clock.Lap();
   if (!device) device = MakeDevicePath(topology, options);
 
   AggregationStats call;
   try {
+    InstallImport(device->crossNode());
     device->Aggregate(gradients, callLayout, contributes, stream, call);
+    lastCallLayout = callLayout;
+    lastCallOnDevice = true;
   } catch (const std::exception& error) {  // past the agreement, a failure may be this rank's alone
     failure = error.what();
     throw;
@@ -262,6 +270,67 @@ void Aggregator::ResetResiduals() {
   impl_->Settle();
   if (impl_->crossNode) impl_->crossNode->ResetResiduals();
   if (impl_->device) impl_->device->ResetResiduals();
+}
+
+namespace {
+
+std::string Sizes(const std::vector<size_t>& sizes) {
+  std::string text;
+  for (size_t size : sizes) text += (text.empty() ? "" : ", ") + std::to_string(size);
+  return "[" + text + "]";
+}
+
+}  // namespace
+
+Residuals Aggregator::ExportResiduals() {
+  Impl& self = *impl_;
+  self.Settle();
+  Residuals residuals;
+  for (const BucketSegment& segment : self.lastCallLayout.segments()) residuals.tensorSizes.push_back(segment.count);
+  CrossNodePhase* phase = self.lastCallOnDevice ? self.device->crossNode() : self.crossNode.get();
+  if (phase != nullptr) phase->ExportResiduals(&residuals.stripe, &residuals.own);
+  return residuals;
+}
+
+void Aggregator::ImportResiduals(Residuals residuals) {
+  Impl& self = *impl_;
+  self.Settle();
+  const NodeTopology& topology = self.topology;
+  const BucketLayout layout(residuals.tensorSizes, self.options.bucketSize);
+  size_t stripe = 0;
+  size_t own = 0;
+  if (topology.nodeCount() > 1 && layout.elements() > 0) {
+    const ElementRange shard =
+        SplitIntoBucketRuns(layout, static_cast<size_t>(topology.ranksPerNode()))[topology.localRank()];
+    stripe = shard.count;
+    own = SplitIntoBucketRuns(layout.Slice(shard.begin, shard.count),
+                              static_cast<size_t>(topology.nodeCount()))[topology.nodeIndex()]
+              .count;
+  }
+  if (residuals.stripe.size() != stripe || residuals.own.size() != own) {
+    throw UsageError("Aggregator::ImportResiduals: residuals of " + std::to_string(residuals.stripe.size()) + " + " +
+                     std::to_string(residuals.own.size()) + " elements cannot be rank " +
+                     std::to_string(topology.rank()) + "'s for tensors of sizes " + Sizes(residuals.tensorSizes) +
+                     " on " + std::to_string(topology.nodeCount()) + " node(s) of " +
+                     std::to_string(topology.ranksPerNode()) + " rank(s), which carries " + std::to_string(stripe) +
+                     " + " + std::to_string(own) + ": they come from another rank, topology or options (" +
+                     RankAndHost() + ")");
+  }
+  self.imported = std::make_unique<Residuals>(std::move(residuals));
+}
+
+std::string Aggregator::Impl::ImportProblem(const BucketLayout& callLayout) const {
+  if (!imported || BucketLayout(imported->tensorSizes, options.bucketSize) == callLayout) return "";
+  std::vector<size_t> sizes;
+  for (const BucketSegment& segment : callLayout.segments()) sizes.push_back(segment.count);
+  return "the residuals imported on rank " + std::to_string(topology.rank()) + " are for tensors of sizes " +
+         Sizes(imported->tensorSizes) + ", not this call's " + Sizes(sizes);
+}
+
+void Aggregator::Impl::InstallImport(CrossNodePhase* phase) {
+  if (!imported) return;
+  const std::unique_ptr<Residuals> residuals = std::move(imported);
+  if (phase != nullptr) phase->ImportResiduals(std::move(residuals->stripe), std::move(residuals->own));
 }
 
 const AggregationStats& Aggregator::LastStats() const {

@@ -48,6 +48,9 @@ struct Aggregator::Impl {
   BucketLayout stripeLayout;
   std::vector<float> stripe;
   AggregationStats stats;  // of the last call that finished and was settled
+  BucketLayout lastCallLayout;  // of the last call that finished (ExportResiduals), and where it ran
+  bool lastCallOnDevice = false;
+  std::unique_ptr<Residuals> imported;  // ImportResiduals: for the next call, which must have their layout
   // What failed in a call after the ranks had agreed on it ("" while none did): from then on this rank is out of
   // step with the others, calls refuse at once and destruction frees nothing collectively.
   std::string failure;
@@ -56,6 +59,10 @@ struct Aggregator::Impl {
   detail::BackgroundThread background;              // last: joined before the phases it uses are destroyed
 
   void Reshape(const BucketLayout& callLayout);
+  // What is wrong with a call of `callLayout` given an import waiting ("" if nothing); and, once the ranks agreed on
+  // the call, hands the import to `phase` (null on one node).
+  std::string ImportProblem(const BucketLayout& callLayout) const;
+  void InstallImport(CrossNodePhase* phase);
 
   // One whole call on the calling thread, agreement included; `problem` is this rank's own complaint ("" if none).
   AggregationStats RunHost(const FlatBuffers& flat, const BucketLayout& callLayout, GradientHeader* header,

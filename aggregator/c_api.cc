@@ -2,6 +2,7 @@
 // message for gradagg_last_error.
 #include <mpi.h>
 
+#include <algorithm>
 #include <exception>
 #include <memory>
 #include <string>
@@ -63,6 +64,19 @@ template <typename T>
 T& Require(T* pointer, const char* what, const char* call) {
   if (pointer == nullptr) throw UsageError(std::string(call) + ": " + what + " is NULL");
   return *pointer;
+}
+
+// `from` into `to`, and `count` values from `from`: the pointers may be null only where nothing is copied.
+template <typename T>
+void CopyOut(const std::vector<T>& from, T* to, const char* what, const char* call) {
+  if (!from.empty()) std::copy(from.begin(), from.end(), &Require(to, what, call));
+}
+
+template <typename T>
+std::vector<T> CopyIn(const T* from, size_t count, const char* what, const char* call) {
+  if (count == 0) return {};
+  const T* begin = &Require(from, what, call);
+  return std::vector<T>(begin, begin + count);
 }
 
 bool Flag(int value, const char* field) {
@@ -353,6 +367,39 @@ gradagg_status gradagg_deregister_device_buffer(gradagg_aggregator* aggregator, 
 
 gradagg_status gradagg_reset_residuals(gradagg_aggregator* aggregator) {
   return Guarded([&] { Require(aggregator, "aggregator", "gradagg_reset_residuals").aggregator.ResetResiduals(); });
+}
+
+gradagg_status gradagg_residual_sizes(gradagg_aggregator* aggregator, size_t* tensor_count, size_t* stripe_count,
+                                      size_t* own_count) {
+  return Guarded([&] {
+    const gradagg::Residuals residuals =
+        Require(aggregator, "aggregator", "gradagg_residual_sizes").aggregator.ExportResiduals();
+    if (tensor_count != nullptr) *tensor_count = residuals.tensorSizes.size();
+    if (stripe_count != nullptr) *stripe_count = residuals.stripe.size();
+    if (own_count != nullptr) *own_count = residuals.own.size();
+  });
+}
+
+gradagg_status gradagg_export_residuals(gradagg_aggregator* aggregator, size_t* tensor_sizes, float* stripe,
+                                        float* own) {
+  constexpr const char* kCall = "gradagg_export_residuals";
+  return Guarded([&] {
+    const gradagg::Residuals residuals = Require(aggregator, "aggregator", kCall).aggregator.ExportResiduals();
+    CopyOut(residuals.tensorSizes, tensor_sizes, "tensor_sizes", kCall);
+    CopyOut(residuals.stripe, stripe, "stripe", kCall);
+    CopyOut(residuals.own, own, "own", kCall);
+  });
+}
+
+gradagg_status gradagg_import_residuals(gradagg_aggregator* aggregator, const size_t* tensor_sizes,
+                                        size_t tensor_count, const float* stripe, size_t stripe_count,
+                                        const float* own, size_t own_count) {
+  constexpr const char* kCall = "gradagg_import_residuals";
+  return Guarded([&] {
+    gradagg::Aggregator& self = Require(aggregator, "aggregator", kCall).aggregator;
+    self.ImportResiduals({CopyIn(tensor_sizes, tensor_count, "tensor_sizes", kCall),
+                          CopyIn(stripe, stripe_count, "stripe", kCall), CopyIn(own, own_count, "own", kCall)});
+  });
 }
 
 gradagg_status gradagg_last_stats(const gradagg_aggregator* aggregator, gradagg_stats* stats) {

@@ -40,6 +40,9 @@ class CrossNodeBackend {
   // Memory for the exchange's messages (wire images), zeroed; after SetLayouts, which may choose its kind by size.
   virtual BackendMemory AllocateMessages(size_t bytes) = 0;
   virtual void Zero(void* memory, size_t bytes) = 0;  // done on return
+  // Between the backend's memory and host memory, after the work queued so far; done on return.
+  virtual void Download(void* host, const void* memory, size_t bytes) = 0;
+  virtual void Upload(void* memory, const void* host, size_t bytes) = 0;
   virtual size_t SlotAlignment() const = 0;           // receive slots start on multiples of this many bytes
   virtual const char* transport() const = 0;          // how the exchange moves bytes, for the trace
 

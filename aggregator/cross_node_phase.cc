@@ -1,5 +1,7 @@
 #include "aggregator/cross_node_phase.h"
 
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "aggregator/partition.h"
@@ -50,8 +52,36 @@ void CrossNodePhase::ResetResiduals() {
   backend_->Zero(ownResidual_.get(), plan_.own.count * sizeof(float));
 }
 
+void CrossNodePhase::ExportResiduals(std::vector<float>* stripe, std::vector<float>* own) const {
+  stripe->assign(shaped_ ? plan_.stripe.elements() : 0, 0.0f);
+  own->assign(shaped_ ? plan_.own.count : 0, 0.0f);
+  backend_->Download(stripe->data(), stripeResidual_.get(), stripe->size() * sizeof(float));
+  backend_->Download(own->data(), ownResidual_.get(), own->size() * sizeof(float));
+}
+
+void CrossNodePhase::ImportResiduals(std::vector<float> stripe, std::vector<float> own) {
+  importPending_ = true;
+  importedStripe_ = std::move(stripe);
+  importedOwn_ = std::move(own);
+}
+
+void CrossNodePhase::InstallImportedResiduals() {
+  if (!importPending_) return;
+  importPending_ = false;
+  if (importedStripe_.size() != plan_.stripe.elements() || importedOwn_.size() != plan_.own.count) {
+    throw std::logic_error("CrossNodePhase: imported residuals of " + std::to_string(importedStripe_.size()) + " + " +
+                           std::to_string(importedOwn_.size()) + " elements for a stripe of " +
+                           std::to_string(plan_.stripe.elements()) + " + " + std::to_string(plan_.own.count));
+  }
+  backend_->Upload(stripeResidual_.get(), importedStripe_.data(), importedStripe_.size() * sizeof(float));
+  backend_->Upload(ownResidual_.get(), importedOwn_.data(), importedOwn_.size() * sizeof(float));
+  importedStripe_ = std::vector<float>();
+  importedOwn_ = std::vector<float>();
+}
+
 void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseTimes* times) {
   Reshape(layout);
+  InstallImportedResiduals();
   CrossNodeBackend& backend = *backend_;
   const size_t ownIndex = position_.node;
   const size_t lastNode = position_.nodes - 1;

@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "aggregator/cross_node_backend.h"
 #include "aggregator/exchange_plan.h"
@@ -39,6 +40,12 @@ class CrossNodePhase {
   void Aggregate(float* stripe, const BucketLayout& layout, PhaseTimes* times);
 
   void ResetResiduals();
+  // Local. What error feedback owes for the layout of the last call: r1 over the stripe, r2 over the sub-stripe we
+  // own (both empty before the first call).
+  void ExportResiduals(std::vector<float>* stripe, std::vector<float>* own) const;
+  // Local: the next call starts from these instead, once its layout is shaped; their sizes must be that layout's
+  // (the Aggregator checks them first: a mismatch here throws std::logic_error).
+  void ImportResiduals(std::vector<float> stripe, std::vector<float> own);
   size_t lastBytesSent() const { return lastBytesSent_; }
   size_t lastFloatBytes() const { return lastFloatBytes_; }
   // Buckets of the stripe that came out non-finite in the last call (the same on every node).
@@ -47,6 +54,7 @@ class CrossNodePhase {
 
  private:
   void Reshape(const BucketLayout& layout);
+  void InstallImportedResiduals();
 
   MPI_Comm cross_;
   NodePosition position_;
@@ -65,6 +73,9 @@ class CrossNodePhase {
   BackendMemory stripeWire_;  // our quantized stripe; then everyone's quantized sums
   BackendMemory ownWire_;     // our quantized sum
   BackendMemory received_;    // one slot per node for the parts of our sub-stripe
+  bool importPending_ = false;  // ImportResiduals was called: the next call starts from these
+  std::vector<float> importedStripe_;
+  std::vector<float> importedOwn_;
   size_t lastBytesSent_ = 0;
   size_t lastFloatBytes_ = 0;
   size_t lastNonFiniteBuckets_ = 0;

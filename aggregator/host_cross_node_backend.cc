@@ -27,6 +27,12 @@ class HostCrossNodeBackend final : public CrossNodeBackend {
   void Zero(void* memory, size_t bytes) override {
     if (bytes > 0) std::memset(memory, 0, bytes);
   }
+  void Download(void* host, const void* memory, size_t bytes) override {
+    if (bytes > 0) std::memcpy(host, memory, bytes);
+  }
+  void Upload(void* memory, const void* host, size_t bytes) override {
+    if (bytes > 0) std::memcpy(memory, host, bytes);
+  }
   size_t SlotAlignment() const override { return sizeof(uint32_t); }
   const char* transport() const override { return "host"; }
 

@@ -57,6 +57,7 @@ class GpuPath final : public DevicePath {
   void ResetResiduals() override {
     if (cross_) cross_->ResetResiduals();
   }
+  CrossNodePhase* crossNode() override { return cross_.get(); }
   int device() const override { return device_; }
   std::string Describe() const override;
 

@@ -70,6 +70,14 @@ class CudaCrossNodeBackend final : public DeviceCrossNodeBackend {
     if (bytes > 0) GRADAGG_CUDA_CHECK(cudaMemset(memory, 0, bytes));
     GRADAGG_CUDA_CHECK(cudaDeviceSynchronize());
   }
+  void Download(void* host, const void* memory, size_t bytes) override {
+    if (bytes > 0) GRADAGG_CUDA_CHECK(cudaMemcpyAsync(host, memory, bytes, cudaMemcpyDeviceToHost, stream_));
+    GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  void Upload(void* memory, const void* host, size_t bytes) override {
+    if (bytes > 0) GRADAGG_CUDA_CHECK(cudaMemcpyAsync(memory, host, bytes, cudaMemcpyHostToDevice, stream_));
+    GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
   BackendMemory AllocateMessages(size_t bytes) override {
     if (!mapped_) return Allocate(bytes);
     return BackendMemory(AllocateMappedMessages(bytes).release(), BackendFree{FreeMapped});

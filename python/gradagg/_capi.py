@@ -3,7 +3,7 @@ import ctypes
 import ctypes.util
 import os
 
-C_API_VERSION = 3
+C_API_VERSION = 4
 
 OK, ERROR_USAGE, ERROR_TIMEOUT, ERROR_RUNTIME = 0, 1, 2, 3
 FLOAT32, BFLOAT16, FLOAT16 = 0, 1, 2

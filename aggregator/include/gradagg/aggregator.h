@@ -33,6 +33,7 @@
 #include "gradagg/gradient_header.h"
 #include "gradagg/options.h"
 #include "gradagg/pending_aggregation.h"
+#include "gradagg/residuals.h"
 
 namespace gradagg {
 
@@ -120,6 +121,13 @@ class Aggregator {
 
   // Forget the quantization error carried between calls (error feedback). Local; call it on every rank.
   void ResetResiduals();
+  // Local: the quantization error carried after the last call that finished (host or device), for that call's
+  // tensor sizes; save it beside a checkpoint. Waits for a background call first.
+  Residuals ExportResiduals();
+  // Local: the next call starts from `residuals` (this rank's own, exported by the same rank of the same topology)
+  // instead of what is carried now. Throws UsageError here when they cannot be this rank's for
+  // residuals.tensorSizes; that next call must have those tensor sizes, or it throws UsageError on every rank.
+  void ImportResiduals(Residuals residuals);
 
   // Of the last call that finished (a background call counts once it is done).
   const AggregationStats& LastStats() const;

@@ -31,7 +31,7 @@ extern "C" {
 #define GRADAGG_C_EXPORT
 #endif
 
-#define GRADAGG_C_API_VERSION 3
+#define GRADAGG_C_API_VERSION 4
 
 typedef enum gradagg_status {
   GRADAGG_OK = 0,
@@ -148,6 +148,18 @@ GRADAGG_C_EXPORT gradagg_status gradagg_deregister_device_buffer(gradagg_aggrega
 
 /* Local: forget the carried quantization error. */
 GRADAGG_C_EXPORT gradagg_status gradagg_reset_residuals(gradagg_aggregator* aggregator);
+/* Local, for checkpoints (Aggregator::ExportResiduals): the carried quantization error after the last call. First
+ * the sizes (any pointer may be NULL), then the values into arrays of those sizes: the last call's tensor sizes, r1
+ * over this rank's stripe, r2 over the sub-stripe it owns. (Since version 4.) */
+GRADAGG_C_EXPORT gradagg_status gradagg_residual_sizes(gradagg_aggregator* aggregator, size_t* tensor_count,
+                                                       size_t* stripe_count, size_t* own_count);
+GRADAGG_C_EXPORT gradagg_status gradagg_export_residuals(gradagg_aggregator* aggregator, size_t* tensor_sizes,
+                                                         float* stripe, float* own);
+/* Local (Aggregator::ImportResiduals): the next call, which must have these tensor sizes, starts from these
+ * residuals; GRADAGG_ERROR_USAGE when they cannot be this rank's. (Since version 4.) */
+GRADAGG_C_EXPORT gradagg_status gradagg_import_residuals(gradagg_aggregator* aggregator, const size_t* tensor_sizes,
+                                                         size_t tensor_count, const float* stripe,
+                                                         size_t stripe_count, const float* own, size_t own_count);
 GRADAGG_C_EXPORT gradagg_status gradagg_last_stats(const gradagg_aggregator* aggregator, gradagg_stats* stats);
 /* Where this rank sits: any pointer may be NULL. */
 GRADAGG_C_EXPORT gradagg_status gradagg_topology(const gradagg_aggregator* aggregator, int* rank, int* size, int* nodes,

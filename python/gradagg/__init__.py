@@ -263,6 +263,38 @@ class Aggregator:
         """Local: forget the quantization error carried between calls."""
         _check(_capi.lib.gradagg_reset_residuals(self._handle))
 
+    def export_residuals(self):
+        """Local: the quantization error carried after the last call, for a checkpoint: a dict of "tensor_sizes" (that
+        call's, a list of ints), "stripe" and "own" (float32 NumPy arrays: what this rank owes, for its place in the
+        topology; empty on one node). Waits for a background call first."""
+        import numpy
+        counts = [ctypes.c_size_t() for _ in range(3)]
+        _check(_capi.lib.gradagg_residual_sizes(self._live(), *(ctypes.byref(c) for c in counts)))
+        sizes = (ctypes.c_size_t * max(counts[0].value, 1))()
+        stripe, own = (numpy.zeros(c.value, numpy.float32) for c in counts[1:])
+        floats = ctypes.POINTER(ctypes.c_float)
+        _check(_capi.lib.gradagg_export_residuals(self._handle, sizes, stripe.ctypes.data_as(floats),
+                                                  own.ctypes.data_as(floats)))
+        return {"tensor_sizes": list(sizes[:counts[0].value]), "stripe": stripe, "own": own}
+
+    def import_residuals(self, residuals):
+        """Local: the next call (which must have residuals["tensor_sizes"]) starts from what export_residuals gave on
+        this rank of the same topology (arrays or tensors of float32 values). UsageError for residuals that cannot be
+        this rank's."""
+        import numpy
+        sizes = [int(size) for size in residuals["tensor_sizes"]]
+        stripe, own = (numpy.ascontiguousarray(numpy.asarray(residuals[name], dtype=numpy.float32))
+                       for name in ("stripe", "own"))
+        floats = ctypes.POINTER(ctypes.c_float)
+        _check(_capi.lib.gradagg_import_residuals(
+            self._live(), (ctypes.c_size_t * max(len(sizes), 1))(*sizes), len(sizes),
+            stripe.ctypes.data_as(floats), stripe.size, own.ctypes.data_as(floats), own.size))
+
+    def _live(self):
+        if self._handle is None:
+            raise UsageError("gradagg: this Aggregator is closed")
+        return self._handle
+
     @property
     def stats(self):
         """Of the last finished call: seconds per phase, bytes across nodes, non-finite buckets."""

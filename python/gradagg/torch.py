@@ -95,6 +95,10 @@ class GradaggState:
         self.optimizers_checked = not check_optimizers  # False: trust the caller (to measure a wrong pairing)
         self.bytes_sent = 0  # across nodes, by this rank, and what float32 would have sent
         self.float_bytes = 0
+        self._parameters = {}  # id(parameter) -> its index in the order the hook first met it: a checkpoint's names
+        self._parameter_list = []
+        self._restore = None  # load_state_dict's, put in place at the first iteration after it
+        self._stash = []  # that iteration's (bucket, future), until its last bucket
         self._queue = queue.Queue()
         self._waiter = threading.Thread(target=self._complete, daemon=True, name="gradagg-hook")
         self._waiter.start()
@@ -145,14 +149,57 @@ class GradaggState:
                 aggregator.close()
         self.momenta.pop(old, None)
 
+    def state_dict(self):
+        """What the hook owes between steps, for torch.save beside the model and optimizer (each rank saves its own):
+        every bucket's carried quantization error (in its Aggregator's layout), momentum and call count, and the
+        bytes sent. Call it between steps (after optimizer.step())."""
+        live = next(iter(self.aggregators.values()), None)
+        buckets = []
+        for index, key in sorted(self.keys.items()):
+            kind = "warmup" if key + ("warmup",) in self.aggregators else "main" if key in self.aggregators else None
+            aggregator = self.aggregators.get(key + ("warmup",) if kind == "warmup" else key)
+            residuals = aggregator.export_residuals() if aggregator is not None else None
+            if residuals is not None:
+                residuals = dict(residuals, stripe=torch.from_numpy(residuals["stripe"]),
+                                 own=torch.from_numpy(residuals["own"]))
+            momentum = self.momenta.get(key)
+            buckets.append({"index": index, "parameters": [self._parameters[i] for i in key[4]], "aggregator": kind,
+                            "residuals": residuals, "momentum": None if momentum is None else momentum.cpu().clone()})
+        return {"format": 1, "settings": self._settings(),
+                "topology": None if live is None else [live.rank, live.size, live.nodes, live.ranks_per_node],
+                "parameters": [p.numel() for p in self._parameter_list], "calls": dict(self.calls),
+                "buckets": buckets, "bytes_sent": self.bytes_sent, "float_bytes": self.float_bytes}
+
+    def load_state_dict(self, saved):
+        """Resumes from state_dict() of this rank of an earlier run: call it before the first step. That step's
+        buckets are aggregated as the saved run had them (DDP builds its first buckets afresh), so a run resumed from
+        a checkpoint is bitwise the uninterrupted one. The settings (bits, momentum, warm-up) must be the saved ones;
+        the number of ranks, nodes and ranks per node, and this rank's place, must be too (checked at that step): the
+        carried error is owed per node and stripe, so it has no meaning in another topology."""
+        if not isinstance(saved, dict) or saved.get("format") != 1:
+            raise ValueError("gradagg.torch: load_state_dict takes what GradaggState.state_dict() returned")
+        if saved["settings"] != self._settings():
+            raise ValueError(f"gradagg.torch: the checkpoint's hook settings {saved['settings']} are not this "
+                             f"GradaggState's {self._settings()}")
+        if self.calls:
+            raise ValueError("gradagg.torch: load_state_dict must come before the first step")
+        self._restore = saved
+
+    def _settings(self):
+        return {"bits": self.bits, "momentum": self.momentum, "warmup_steps": self.warmup_steps,
+                "warmup_bits": self.warmup_bits, "options": dict(sorted(self.options.items()))}
+
+    def _count(self, aggregator):
+        stats = aggregator.stats
+        self.bytes_sent += stats["inter_node_bytes_sent"]
+        self.float_bytes += stats["inter_node_float_bytes"]
+
     def _complete(self):
         while True:
             aggregator, pending, finish, future = self._queue.get()
             try:
                 pending.wait()
-                stats = aggregator.stats
-                self.bytes_sent += stats["inter_node_bytes_sent"]
-                self.float_bytes += stats["inter_node_float_bytes"]
+                self._count(aggregator)
                 future.set_result(finish())
             except Exception as error:  # the training step sees it when it waits on the future
                 future.set_exception(error)
@@ -175,6 +222,16 @@ def comm_hook(state, bucket):
     # A bucket is its parameters in their order: DDP's rebuild after the first iteration may keep a bucket's index and
     # size but reorder what is inside.
     parameters = list(bucket.parameters())
+    for parameter in parameters:
+        if id(parameter) not in state._parameters:
+            state._parameters[id(parameter)] = len(state._parameter_list)
+            state._parameter_list.append(parameter)
+    future = torch.futures.Future()
+    if state._restore is not None:
+        state._stash.append((bucket, future))
+        if bucket.is_last():
+            _resume(state)
+        return future
     key = (bucket.index(), buffer.numel(), buffer.dtype, buffer.device, tuple(map(id, parameters)))
     aggregator = state.aggregator(key)
     momentum = state.momenta.get(key) if state.momentum > 0.0 else None
@@ -187,25 +244,91 @@ def comm_hook(state, bucket):
                 if carried is not None:
                     view.copy_(carried.reshape(-1))
                 state.momentum_views[parameter] = view.view(parameter.shape)
-    if momentum is not None:
-        buffer.add_(momentum, alpha=state.momentum)  # beta * m + g: the sum over ranks is size * (beta m + mean g)
-    stream = torch.cuda.current_stream(buffer.device) if buffer.is_cuda else None
-    pending = aggregator.aggregate_async(tensors_of(bucket), stream=stream.cuda_stream if stream is not None else None)
+    pending, finish = _start(state, aggregator, tensors_of(bucket), momentum, buffer)
+    state._queue.put((aggregator, pending, lambda: finish() or buffer, future))
+    return future
+
+
+def _start(state, aggregator, gradients, momentum, buffer=None):
+    """Starts one bucket's aggregation: `gradients`, one flat tensor per parameter (views of `buffer`, their contiguous
+    whole, where they lie in one), and its momentum, a contiguous tensor laid out as they are (or None). Returns the
+    Pending and what finishes the bucket once it is done: the average over the ranks, and the new momentum."""
+    if momentum is not None:  # beta * m + g: the sum over ranks is size * (beta m + mean g)
+        # Per parameter, as a resumed run's first step must do it too (its buckets are not DDP's).
+        torch._foreach_add_(gradients, list(momentum.split([g.numel() for g in gradients])), alpha=state.momentum)
+    stream = torch.cuda.current_stream(gradients[0].device) if gradients[0].is_cuda else None
+    pending = aggregator.aggregate_async(gradients, stream=stream.cuda_stream if stream is not None else None)
     size = state.world_size
 
     def finish():
         with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-            buffer.div_(size)
-            if momentum is not None:  # the new momentum, unless the bucket overflowed: decided on the device, no wait
-                torch.where(torch.isfinite(buffer).all(), buffer, momentum, out=momentum)
+            # The new momentum, unless the bucket overflowed: decided on the device, no wait. Division and selection
+            # are exact, so the whole buffer and its parts give the same bits.
+            if buffer is not None:
+                buffer.div_(size)
+                if momentum is not None:
+                    torch.where(torch.isfinite(buffer).all(), buffer, momentum, out=momentum)
+            else:
+                torch._foreach_div_(gradients, size)
+                if momentum is not None:
+                    finite = torch.stack([torch.isfinite(g).all() for g in gradients]).all()
+                    for gradient, carried in zip(gradients, momentum.split([g.numel() for g in gradients])):
+                        torch.where(finite, gradient, carried, out=carried)
             if stream is not None:
                 stream.synchronize()
-        return buffer
 
-    future = torch.futures.Future()
-    state._queue.put((aggregator, pending, finish, future))
-    return future
+    return pending, finish
 
+
+def _resume(state):
+    """The first iteration after load_state_dict, at its last bucket: DDP's buckets are its first ones, not the
+    saved run's (rebuilt after its first iteration), so each saved bucket is aggregated on its parameters' gradients
+    wherever they lie now, by an Aggregator that takes over the saved one's residuals, in the saved order. From the
+    next iteration DDP's rebuilt buckets are those again."""
+    saved, stash = state._restore, state._stash
+    state._restore, state._stash = None, []
+    gradients = {}
+    for bucket, _ in stash:
+        parameters = list(bucket.parameters())
+        views = tensors_of(bucket)
+        if len(views) != len(parameters):
+            raise ValueError("gradagg.torch: cannot resume: a DDP bucket's gradients are not laid out per parameter")
+        gradients.update(zip(map(id, parameters), views))
+    sizes = [p.numel() for p in state._parameter_list]
+    if sizes != saved["parameters"]:
+        raise ValueError(f"gradagg.torch: the checkpoint is of a model of {len(saved['parameters'])} parameters "
+                         f"({sum(saved['parameters'])} elements), not this one's {len(sizes)} ({sum(sizes)})")
+    state.calls = {int(index): calls for index, calls in saved["calls"].items()}
+    state.bytes_sent, state.float_bytes = saved["bytes_sent"], saved["float_bytes"]
+    for entry in saved["buckets"]:
+        parameters = [state._parameter_list[i] for i in entry["parameters"]]
+        views = [gradients[id(p)] for p in parameters]
+        key = (entry["index"], sum(v.numel() for v in views), views[0].dtype, views[0].device,
+               tuple(map(id, parameters)))
+        aggregator = state.aggregator(key)
+        topology = [aggregator.rank, aggregator.size, aggregator.nodes, aggregator.ranks_per_node]
+        if saved["topology"] is not None and topology != saved["topology"]:
+            raise ValueError(f"gradagg.torch: the checkpoint was saved by rank {saved['topology'][0]} of "
+                             f"{saved['topology'][1]} ({saved['topology'][2]} nodes of {saved['topology'][3]}); this "
+                             f"is rank {topology[0]} of {topology[1]} ({topology[2]} nodes of {topology[3]}). The "
+                             "carried error belongs to one place in one topology: resume on the same one.")
+        warmup = state.calls[entry["index"]] <= state.warmup_steps
+        if entry["residuals"] is not None and entry["aggregator"] == ("warmup" if warmup else "main"):
+            aggregator.import_residuals({name: value.numpy() if torch.is_tensor(value) else value
+                                         for name, value in entry["residuals"].items()})
+        momentum = None
+        if state.momentum > 0.0:
+            momentum = (torch.zeros(key[1], dtype=key[2], device=key[3]) if entry["momentum"] is None
+                        else entry["momentum"].to(device=key[3], dtype=key[2]).contiguous())
+            state.momenta[key] = momentum
+            for parameter, view in zip(parameters, momentum.split([v.numel() for v in views])):
+                state.momentum_views[parameter] = view.view(parameter.shape)
+        pending, finish = _start(state, aggregator, views, momentum)
+        pending.wait()  # one call at a time, in the saved order: this step only
+        state._count(aggregator)
+        finish()
+    for bucket, future in stash:
+        future.set_result(bucket.buffer())
 
 
 def check_optimizers(state, parameters):

@@ -60,17 +60,8 @@ class CheckedHook:
         return future.then(lambda f: self.compare(key, parameters, sizes, before, f.value()))
 
     def compare(self, key, parameters, sizes, before, after):
-        if key not in self.references:
-            self.references[key] = gradagg.Aggregator(bits=1)
-        reference = before.clone()
-        if self.momentum > 0.0:
-            carried = torch.cat([self.momenta.get(p, torch.zeros_like(p)).reshape(-1) for p in parameters])
-            reference.add_(carried, alpha=self.momentum)
-        self.references[key].aggregate(list(reference.split(sizes)))
-        reference.div_(self.state.world_size)
-        if self.momentum > 0.0:
-            for parameter, view in zip(parameters, reference.split(sizes)):
-                self.momenta[parameter] = view.clone()
+        reference = torch_checks.replay(self.references, key, 1, before, parameters, sizes, self.momenta,
+                                        self.momentum, self.state.world_size)
         assert torch.equal(after.view(torch.int32), reference.view(torch.int32)), (
             f"bucket {key[0]}: the hook's result differs from the Aggregator's on the same input")
         return after

@@ -80,17 +80,8 @@ def check_hook(rank, size, device, momentum, full_precision_steps=0, steps=3):
             calls[index] = calls.get(index, 0) + 1
             bits = 32 if calls[index] <= full_precision_steps else 1  # the warm-up, then a fresh 1-bit one
             key = bucket_key + (bits,)
-            if key not in references:
-                references[key] = gradagg.Aggregator(bits=bits)
-            reference = before.clone()
-            if momentum > 0.0:
-                carried = torch.cat([momenta.get(p, torch.zeros_like(p)).reshape(-1) for p in parameters])
-                reference.add_(carried, alpha=momentum)
-            references[key].aggregate(list(reference.split(sizes)))  # one tensor per parameter, as the hook
-            reference.div_(size)
-            if momentum > 0.0:
-                for p, view in zip(parameters, reference.split(sizes)):
-                    momenta[p] = view.clone()
+            reference = torch_checks.replay(references, key, bits, before, parameters, sizes, momenta, momentum,
+                                            size)
             if device.type == "cuda":
                 torch.cuda.synchronize()
             assert torch.equal(after.view(torch.int32), reference.view(torch.int32)), (

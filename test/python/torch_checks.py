@@ -34,3 +34,23 @@ def run(test, checks, default_port):
         print(f"{test}: PASS on {size} ranks, {''.join(n + ', ' for n in notes[:1])}torch {torch.__version__}")
     dist.destroy_process_group()
     return 0 if total.item() == 0 else 1
+
+
+def replay(references, key, bits, before, parameters, sizes, momenta, momentum, size):
+    """What gradagg.torch.comm_hook must return for one bucket, computed apart: its input `before` plus `momentum`
+    times each parameter's carried momentum (per parameter, as the hook adds it), aggregated by the reference
+    Aggregator of `key` (made at `bits` on first use) one tensor per parameter, and averaged over `size` ranks; the
+    parameters' momenta in `momenta` become the result."""
+    if key not in references:
+        references[key] = gradagg.Aggregator(bits=bits)
+    reference = before.clone()
+    views = list(reference.split(sizes))
+    if momentum > 0.0:
+        carried = [momenta.get(p, torch.zeros_like(p)).reshape(-1) for p in parameters]
+        torch._foreach_add_(views, carried, alpha=momentum)
+    references[key].aggregate(views)
+    reference.div_(size)
+    if momentum > 0.0:
+        for parameter, view in zip(parameters, views):
+            momenta[parameter] = view.clone()
+    return reference

@@ -1,0 +1,91 @@
+"""A DDP training run through gradagg's hook at 1 bit with gradagg.torch.AdamW, stopped and resumed from a checkpoint
+in a new mpirun (resume_test.sh drives it). Each rank saves its GradaggState.state_dict() beside the model and
+optimizer; the resumed run must end bitwise where the uninterrupted one does.
+
+  mpirun -np 2 python3 resume.py MODE STEPS DIRECTORY [DEVICE]
+
+MODE: whole (2 * STEPS steps), first (STEPS steps, then the checkpoint), resume (the checkpoint, then STEPS more
+steps), resume_without_hook_state (the same, the hook's state left out: must differ). Rank 0 writes the final
+parameters to DIRECTORY/MODE.pt. The model's forward order is not its parameter order, so DDP rebuilds its buckets
+after the first iteration: the resumed run's first step has DDP's first buckets, not the saved ones.
+"""
+import os
+import sys
+
+try:
+    import torch
+except ImportError:
+    print("resume: SKIPPED (no PyTorch)")
+    sys.exit(0)
+
+import torch.distributed as dist
+
+import gradagg
+import gradagg.torch
+
+DDP = torch.nn.parallel.DistributedDataParallel
+
+
+class Reversed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.last, self.middle, self.first = torch.nn.Linear(64, 10), torch.nn.Linear(64, 64), torch.nn.Linear(32, 64)
+
+    def forward(self, x):
+        return self.last(torch.relu(self.middle(torch.relu(self.first(x)))))
+
+
+def batch(step, rank, device):
+    generator = torch.Generator().manual_seed(7919 * step + rank)
+    return torch.randn(16, 32, generator=generator).to(device), torch.randn(16, 10, generator=generator).to(device)
+
+
+def main():
+    mode, steps, directory = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    device = torch.device(sys.argv[4] if len(sys.argv) > 4 else "cpu")
+    gradagg.init()
+    rank, size = int(os.environ["OMPI_COMM_WORLD_RANK"]), int(os.environ["OMPI_COMM_WORLD_SIZE"])
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    dist.init_process_group("gloo", rank=rank, world_size=size)
+    torch.manual_seed(0)
+    model = DDP(Reversed().to(device), bucket_cap_mb=0.01)
+    state = gradagg.torch.GradaggState(bits=1, momentum=0.9, warmup_steps=2, warmup_bits=4)
+    model.register_comm_hook(state, gradagg.torch.comm_hook)
+    optimizer = gradagg.torch.AdamW(model.parameters(), state, lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1,
+                                    max_grad_norm=1.0)
+    first = 0
+    if mode.startswith("resume"):
+        checkpoint = torch.load(os.path.join(directory, f"checkpoint_rank{rank}.pt"))
+        model.module.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        if mode == "resume":
+            other = dict(checkpoint["gradagg"], settings=dict(checkpoint["gradagg"]["settings"], bits=2))
+            try:
+                state.load_state_dict(other)
+                raise AssertionError("a checkpoint of other hook settings was taken")
+            except ValueError as error:
+                assert "settings" in str(error), error
+            state.load_state_dict(checkpoint["gradagg"])
+        first = checkpoint["step"]
+    last = steps if mode == "first" else first + steps if mode.startswith("resume") else 2 * steps
+    for step in range(first, last):
+        inputs, targets = batch(step, rank, device)
+        loss = torch.nn.functional.mse_loss(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    if mode == "first":
+        torch.save({"step": last, "model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
+                    "gradagg": state.state_dict()}, os.path.join(directory, f"checkpoint_rank{rank}.pt"))
+    flat = torch.cat([p.detach().reshape(-1).cpu() for p in model.parameters()])
+    gathered = [torch.zeros_like(flat) for _ in range(size)]
+    dist.all_gather(gathered, flat)
+    assert all(torch.equal(gathered[0], other) for other in gathered[1:]), f"{mode}: ranks differ"
+    if rank == 0:
+        torch.save(flat, os.path.join(directory, f"{mode}.pt"))
+        print(f"resume: {mode}: {last - first} steps, {state.bits_per_element():.3f} bits per element")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

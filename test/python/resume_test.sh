@@ -1,0 +1,31 @@
+#!/bin/sh
+# A run stopped at step k and resumed from its checkpoint (model, optimizer and each rank's GradaggState) in a new
+# mpirun must end at step 2k bitwise where the uninterrupted run does, at 1 bit with gradagg.torch.AdamW on 2 ranks
+# as 2 nodes; the same resume without the hook's state must not (so the comparison can fail).
+#   resume_test.sh MPIEXEC PYTHON [DEVICE]
+set -u
+mpiexec=$1 python=$2 device=${3:-cpu}
+here=$(cd "$(dirname "$0")" && pwd)
+directory=$(mktemp -d)
+trap 'rm -rf "$directory"' EXIT
+for mode in whole first resume resume_without_hook_state; do
+  GRADAGG_RANKS_PER_NODE=1 timeout 300 "$mpiexec" -np 2 --oversubscribe -x GRADAGG_RANKS_PER_NODE -x MASTER_PORT \
+    "$python" "$here/resume.py" "$mode" 4 "$directory" "$device" || { echo "resume: FAILED: $mode"; exit 1; }
+done
+[ -f "$directory/whole.pt" ] || { echo "resume: SKIPPED (no PyTorch)"; exit 0; }
+"$python" - "$directory" <<'EOF'
+import sys
+import torch
+directory = sys.argv[1]
+whole, resumed, fresh = (torch.load(f"{directory}/{m}.pt") for m in ("whole", "resume", "resume_without_hook_state"))
+differing = int((whole.view(torch.int32) != resumed.view(torch.int32)).sum())
+print(f"resume: resumed vs uninterrupted: {differing} of {whole.numel()} parameters differ")
+print(f"resume: without the hook's state: {int((whole != fresh).sum())} differ, largest {float((whole - fresh).abs().max()):.3g}")
+if differing:
+    print("resume: FAILED: the resumed run is not bitwise the uninterrupted one")
+    sys.exit(1)
+if torch.equal(whole, fresh):
+    print("resume: FAILED: leaving the hook's state out changes nothing, so the check cannot fail")
+    sys.exit(1)
+print("resume: PASS")
+EOF

@@ -10,7 +10,8 @@ carry="$root/.device-carry"
 rm -rf "$carry"
 mkdir -p "$carry"
 for binary in gradagg_gpu_tests gradagg_cuda_quantize_benchmark gradagg_quantize_benchmark gradagg gradagg_mpi_tests train \
-  gradagg_nvlink_gpu_tests gradagg_nvlink_benchmark gradagg_device_gpu_tests gradagg_python_reference; do
+  gradagg_nvlink_gpu_tests gradagg_nvlink_benchmark gradagg_device_gpu_tests gradagg_python_reference \
+  gradagg_failure_drill; do
   [ -x "$root/build/bin/$binary" ] && cp "$root/build/bin/$binary" "$carry/"
 done
 library=$(ldconfig -p | awk '/libbenchmark\.so\.1debian/ && !found {print $NF; found = 1}')

@@ -15,11 +15,13 @@ momentum per parameter) gives on the same bucket input, and that every rank ends
   two_models      two DDP models in one process, each with its own GradaggState, stepped in turn;
   bf16_autocast   forward and backward under torch.autocast("cpu", torch.bfloat16), float32 parameters.
 A model whose parameters are bfloat16 needs the GPU machine (gloo in Debian's PyTorch cannot broadcast bfloat16, so
-DDP cannot even start on CPU ranks); AMP's GradScaler needs CUDA too.
+DDP cannot even start on CPU ranks); AMP's GradScaler needs CUDA too: test_ddp_gpu.py.
 
   mpirun -np 2 python3 test_ddp_features.py     (GRADAGG_RANKS_PER_NODE=1: 2 ranks as 2 nodes, 1 bit across them)
+GRADAGG_TEST_DEVICE=cuda runs every check with the models and batches on GPU rank % count (the GPU machine).
 """
 import contextlib
+import os
 import sys
 
 try:
@@ -34,7 +36,16 @@ import gradagg
 import gradagg.torch
 import torch_checks
 
-DDP = torch.nn.parallel.DistributedDataParallel
+DEVICE = torch.device(os.environ.get("GRADAGG_TEST_DEVICE", "cpu"))
+if DEVICE.type == "cuda":
+    DEVICE = torch.device("cuda", int(os.environ.get("OMPI_COMM_WORLD_RANK", "0")) % torch.cuda.device_count())
+
+
+def DDP(module, **options):  # noqa: N802 (torch's DDP, on the test's device)
+    if DEVICE.type == "cuda":
+        torch.cuda.set_device(DEVICE)
+        return torch.nn.parallel.DistributedDataParallel(module.to(DEVICE), device_ids=[DEVICE], **options)
+    return torch.nn.parallel.DistributedDataParallel(module, **options)
 
 
 class CheckedHook:
@@ -72,7 +83,7 @@ class CheckedHook:
 
 
 def same_on_every_rank(model, what):
-    flat = torch.cat([p.detach().reshape(-1).float() for p in model.parameters()])
+    flat = torch.cat([p.detach().reshape(-1).float().cpu() for p in model.parameters()])
     gathered = [torch.zeros_like(flat) for _ in range(dist.get_world_size())]
     dist.all_gather(gathered, flat)
     for other in gathered[1:]:
@@ -86,7 +97,7 @@ def mlp(seed=0, dtype=torch.float32):
 
 def batches(rank, count, dtype=torch.float32):
     generator = torch.Generator().manual_seed(1000 + rank)
-    return [torch.randn(16, 32, generator=generator).to(dtype) for _ in range(count)]
+    return [torch.randn(16, 32, generator=generator).to(dtype=dtype, device=DEVICE) for _ in range(count)]
 
 
 def train(ddp, hook, inputs, accumulate=1, autocast=False):
@@ -97,7 +108,7 @@ def train(ddp, hook, inputs, accumulate=1, autocast=False):
         for index, batch in enumerate(group):
             context = ddp.no_sync() if index < len(group) - 1 else contextlib.nullcontext()
             with context:
-                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                with torch.autocast(DEVICE.type, dtype=torch.bfloat16, enabled=autocast):
                     loss = ddp(batch).float().square().mean()
                 loss.backward()
         optimizer.step()

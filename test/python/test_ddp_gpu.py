@@ -1,0 +1,91 @@
+"""The DDP hook's features that need CUDA, on the GPU machine under mpirun (ranks may share one GPU with
+GRADAGG_NVLINK_SHARE_GPUS=1; DDP's own broadcast over gloo). Prints SKIPPED and exits 0 without CUDA.
+
+  bf16_parameters  a model whose parameters are bfloat16: the buckets are bfloat16 device tensors; every hook call is
+                   bitwise an Aggregator's of the hook's keying on the same input, and the ranks end equal;
+  grad_scaler      AMP with float16 autocast and a GradScaler whose first scale overflows: the scaler skips those
+                   steps (parameters unchanged), the hook's momentum keeps its value through them, no carried error
+                   turns non-finite, and the steps after train (loss down, ranks equal).
+
+  mpirun -np 2 python3 test_ddp_gpu.py     (GRADAGG_RANKS_PER_NODE=1: 2 ranks as 2 nodes, 1 bit across them)
+"""
+import sys
+
+try:
+    import torch
+except ImportError:
+    print("python_ddp_gpu_test: SKIPPED (no PyTorch)")
+    sys.exit(0)
+if not torch.cuda.is_available():
+    print("python_ddp_gpu_test: SKIPPED (no CUDA)")
+    sys.exit(0)
+
+import os
+
+os.environ["GRADAGG_TEST_DEVICE"] = "cuda"  # noqa: E402 (before test_ddp_features places its models)
+
+import gradagg.torch
+import torch_checks
+from test_ddp_features import DDP, CheckedHook, batches, mlp, same_on_every_rank
+
+
+def check_bf16_parameters(rank, size):
+    ddp = DDP(mlp(dtype=torch.bfloat16), bucket_cap_mb=0.02)
+    hook = CheckedHook(momentum=0.9)
+    hook.register(ddp)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    for batch in batches(rank, 3, torch.bfloat16):
+        ddp(batch).float().square().mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    torch.cuda.synchronize()
+    assert all(view.dtype == torch.bfloat16 for view in hook.state.momenta.values()), "buckets were not bfloat16"
+    same_on_every_rank(ddp, "bf16 parameters")
+    hook.close()
+    return f"bf16 buckets: {hook.calls} hook calls checked"
+
+
+def check_grad_scaler(rank, size):
+    ddp = DDP(mlp(), bucket_cap_mb=0.02)
+    state = gradagg.torch.GradaggState(bits=1, momentum=0.9)
+    ddp.register_comm_hook(state, gradagg.torch.comm_hook)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    scaler = torch.amp.GradScaler("cuda", init_scale=2.0 ** 40)  # float16 gradients overflow at first
+    skipped, losses = 0, []
+    for batch in batches(rank, 12):
+        before = [p.detach().clone() for p in ddp.parameters()]
+        momenta = [m.clone() for m in state.momenta.values()]
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = ddp(batch).float().square().mean()
+        scale = scaler.get_scale()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+        torch.cuda.synchronize()
+        if scaler.get_scale() < scale:  # this step overflowed and was skipped
+            skipped += 1
+            assert all(torch.equal(b, p) for b, p in zip(before, ddp.parameters())), "a skipped step moved a weight"
+            if momenta:
+                assert all(torch.equal(b, m) for b, m in zip(momenta, state.momenta.values())), (
+                    "an overflowed step changed the hook's momentum")
+        else:
+            losses.append(float(loss))
+        for aggregator in state.aggregators.values():
+            residuals = aggregator.export_residuals()
+            assert all(bool(torch.isfinite(torch.from_numpy(residuals[n])).all()) for n in ("stripe", "own")), (
+                "an overflow left a non-finite carried error")
+    assert skipped > 0, "no step overflowed: the check cannot fail"
+    assert len(losses) >= 3 and losses[-1] < losses[0], f"the steps after the overflows did not train: {losses}"
+    same_on_every_rank(ddp, "GradScaler")
+    return f"GradScaler: {skipped} overflowed steps skipped"
+
+
+def main():
+    return torch_checks.run("python_ddp_gpu_test", [
+        ("bf16_parameters", check_bf16_parameters),
+        ("grad_scaler", check_grad_scaler)], 29671)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

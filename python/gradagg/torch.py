@@ -34,7 +34,9 @@ momentum of its own beside the hook's, and torch's Adam or AdamW behind a hook t
 state.bits_per_element() says what crossed the nodes so far, per gradient element, the warm-up included.
 
 A bucket whose input holds a NaN or Inf (an AMP loss-scale overflow) comes back non-finite on every rank, so the
-GradScaler skips the step; the momentum is left as it was.
+GradScaler skips the step; the momentum of every bucket is left as it was then (it is committed after the step's
+last bucket). With AMP's GradScaler and momentum, pass GradaggState(..., grad_scaler=scaler): the gradients arrive
+multiplied by the loss scale, and the momentum follows it when it changes (refused at the first step otherwise).
 """
 import contextlib
 import gc
@@ -70,7 +72,7 @@ class GradaggState:
     Aggregator and momentum buffer per DDP bucket."""
 
     def __init__(self, momentum=0.0, comm=None, full_precision_steps=0, warmup_steps=0, warmup_bits=32,
-                 check_optimizers=True, **options):
+                 check_optimizers=True, grad_scaler=None, **options):
         if not 0.0 <= momentum < 1.0:
             raise ValueError(f"gradagg.torch: momentum must be in [0, 1), not {momentum}")
         if full_precision_steps and warmup_steps:
@@ -82,6 +84,10 @@ class GradaggState:
             raise ValueError(f"gradagg.torch: warmup_bits must be 1, 2, 4, 8 or 32, not {warmup_bits}")
         self.momentum = momentum
         self.comm = comm
+        self.grad_scaler = grad_scaler  # AMP's loss scaler, whose scale the momentum must follow
+        self.momentum_scales = {}  # bucket key -> the loss scale its momentum is in (a device scalar), with a scaler
+        self._step_finite = None  # this step's buckets so far all came back finite (a device bool)
+        self._step_momenta = []  # (result, momentum) of this step's buckets, committed after its last one
         self.warmup_steps = warmup_steps
         self.warmup_bits = warmup_bits
         self.bits = gradagg._options(options).bits  # the library's own rule: defaults, GRADAGG_*, then these
@@ -162,9 +168,10 @@ class GradaggState:
             if residuals is not None:
                 residuals = dict(residuals, stripe=torch.from_numpy(residuals["stripe"]),
                                  own=torch.from_numpy(residuals["own"]))
-            momentum = self.momenta.get(key)
+            momentum, scale = self.momenta.get(key), self.momentum_scales.get(key)
             buckets.append({"index": index, "parameters": [self._parameters[i] for i in key[4]], "aggregator": kind,
-                            "residuals": residuals, "momentum": None if momentum is None else momentum.cpu().clone()})
+                            "residuals": residuals, "momentum": None if momentum is None else momentum.cpu().clone(),
+                            "momentum_scale": None if scale is None else float(scale)})
         return {"format": 1, "settings": self._settings(),
                 "topology": None if live is None else [live.rank, live.size, live.nodes, live.ranks_per_node],
                 "parameters": [p.numel() for p in self._parameter_list], "calls": dict(self.calls),
@@ -244,15 +251,35 @@ def comm_hook(state, bucket):
                 if carried is not None:
                     view.copy_(carried.reshape(-1))
                 state.momentum_views[parameter] = view.view(parameter.shape)
-    pending, finish = _start(state, aggregator, tensors_of(bucket), momentum, buffer)
+    if momentum is not None:
+        _follow_loss_scale(state, key, momentum)
+    pending, finish = _start(state, aggregator, tensors_of(bucket), momentum, buffer, bucket.is_last())
     state._queue.put((aggregator, pending, lambda: finish() or buffer, future))
     return future
 
 
-def _start(state, aggregator, gradients, momentum, buffer=None):
+def _follow_loss_scale(state, key, momentum):
+    """With a GradScaler, the gradients arrive multiplied by its scale, and so does the momentum the hook keeps; when
+    the scale changed since the bucket's last step (halved after an overflow, doubled after a run of good steps), the
+    momentum is brought to the new one (a factor of a power of two: exact)."""
+    scaler = state.grad_scaler
+    if scaler is None or not scaler.is_enabled():
+        return
+    scale = getattr(scaler, "_scale", None)
+    scale = (scale if scale is not None else torch.tensor(scaler.get_scale())).to(momentum.device, torch.float32)
+    stored = state.momentum_scales.get(key)
+    if stored is None:
+        state.momentum_scales[key] = scale.clone()
+        return
+    momentum.mul_((scale / stored).to(momentum.dtype))
+    stored.copy_(scale)
+
+
+def _start(state, aggregator, gradients, momentum, buffer=None, last=True):
     """Starts one bucket's aggregation: `gradients`, one flat tensor per parameter (views of `buffer`, their contiguous
     whole, where they lie in one), and its momentum, a contiguous tensor laid out as they are (or None). Returns the
-    Pending and what finishes the bucket once it is done: the average over the ranks, and the new momentum."""
+    Pending and what finishes the bucket once it is done: the average over the ranks, and, after the step's `last`
+    bucket, the new momentum of every bucket of the step, unless one of them overflowed."""
     if momentum is not None:  # beta * m + g: the sum over ranks is size * (beta m + mean g)
         # Per parameter, as a resumed run's first step must do it too (its buckets are not DDP's).
         torch._foreach_add_(gradients, list(momentum.split([g.numel() for g in gradients])), alpha=state.momentum)
@@ -262,22 +289,34 @@ def _start(state, aggregator, gradients, momentum, buffer=None):
 
     def finish():
         with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-            # The new momentum, unless the bucket overflowed: decided on the device, no wait. Division and selection
-            # are exact, so the whole buffer and its parts give the same bits.
             if buffer is not None:
                 buffer.div_(size)
-                if momentum is not None:
-                    torch.where(torch.isfinite(buffer).all(), buffer, momentum, out=momentum)
+                finite = torch.isfinite(buffer).all()
             else:
                 torch._foreach_div_(gradients, size)
-                if momentum is not None:
-                    finite = torch.stack([torch.isfinite(g).all() for g in gradients]).all()
-                    for gradient, carried in zip(gradients, momentum.split([g.numel() for g in gradients])):
-                        torch.where(finite, gradient, carried, out=carried)
+                finite = torch.stack([torch.isfinite(g).all() for g in gradients]).all()
+            if momentum is not None:
+                _commit_momentum(state, gradients if buffer is None else [buffer], momentum, finite, last)
             if stream is not None:
                 stream.synchronize()
 
     return pending, finish
+
+
+def _commit_momentum(state, results, momentum, finite, last):
+    """Keeps a bucket's result (`results`, laid out as `momentum`) as its new momentum once the step's last bucket is
+    in, and only if every bucket of the step came back finite: AMP's GradScaler skips a step with a NaN or Inf in
+    any gradient, and the momentum must skip it too. Decided on the device, no wait; division and selection are
+    exact, so the buffer whole and in parts give the same bits."""
+    state._step_finite = finite if state._step_finite is None else state._step_finite & finite
+    state._step_momenta.append((results, momentum))
+    if not last:
+        return
+    for results, momentum in state._step_momenta:
+        parts = momentum.split([r.numel() for r in results]) if len(results) > 1 else [momentum]
+        for result, part in zip(results, parts):
+            torch.where(state._step_finite, result, part, out=part)
+    state._step_finite, state._step_momenta = None, []
 
 
 def _resume(state):
@@ -321,9 +360,13 @@ def _resume(state):
             momentum = (torch.zeros(key[1], dtype=key[2], device=key[3]) if entry["momentum"] is None
                         else entry["momentum"].to(device=key[3], dtype=key[2]).contiguous())
             state.momenta[key] = momentum
+            if entry.get("momentum_scale") is not None:
+                state.momentum_scales[key] = torch.tensor(entry["momentum_scale"], device=key[3])
             for parameter, view in zip(parameters, momentum.split([v.numel() for v in views])):
                 state.momentum_views[parameter] = view.view(parameter.shape)
-        pending, finish = _start(state, aggregator, views, momentum)
+        if momentum is not None:
+            _follow_loss_scale(state, key, momentum)
+        pending, finish = _start(state, aggregator, views, momentum, last=entry is saved["buckets"][-1])
         pending.wait()  # one call at a time, in the saved order: this step only
         state._count(aggregator)
         finish()
@@ -333,10 +376,17 @@ def _resume(state):
 
 def check_optimizers(state, parameters):
     """Once, at the hook's first call: the optimizers that hold these parameters must suit what the hook returns.
-    Raises ValueError for a momentum in both the hook and the optimizer, and for torch's Adam / AdamW behind a hook
+    Raises ValueError for a momentum in both the hook and the optimizer, for a GradScaler in use beside the hook's
+    momentum that the GradaggState was not given, and for torch's Adam / AdamW behind a hook
     that quantizes (the 1-bit error feedback then meets Adam's per-coordinate scaling and the run does not train);
     gradagg.torch.Adam / AdamW are the pairing for Adam."""
     state.optimizers_checked = True
+    scalers = tuple(c for c in (getattr(torch.amp, "GradScaler", None), getattr(torch.cuda.amp, "GradScaler", None))
+                    if isinstance(c, type))
+    if state.momentum > 0.0 and state.grad_scaler is None and any(
+            isinstance(o, scalers) and o.is_enabled() for o in gc.get_objects()):
+        raise ValueError("gradagg.torch: a GradScaler is in use and the hook carries momentum: pass it, "
+                         "GradaggState(..., grad_scaler=scaler), so that the momentum follows the loss scale")
     ours = set(map(id, parameters))
     for optimizer in (o for o in gc.get_objects() if isinstance(o, torch.optim.Optimizer)):
         if isinstance(optimizer, AdamW):  # gradagg's own (Adam is one): paired with the hook by construction

@@ -13,6 +13,7 @@ momentum per parameter) gives on the same bucket input, and that every rank ends
                   order): the rebuilt buckets are re-keyed, the old ones' Aggregators closed, nothing owed is lost
                   or applied twice (the momentum carries per parameter);
   two_models      two DDP models in one process, each with its own GradaggState, stepped in turn;
+  overflow_in_one_bucket  an Inf in one parameter of one rank: non-finite everywhere, no bucket's momentum moves;
   bf16_autocast   forward and backward under torch.autocast("cpu", torch.bfloat16), float32 parameters.
 A model whose parameters are bfloat16 needs the GPU machine (gloo in Debian's PyTorch cannot broadcast bfloat16, so
 DDP cannot even start on CPU ranks); AMP's GradScaler needs CUDA too: test_ddp_gpu.py.
@@ -93,6 +94,14 @@ def same_on_every_rank(model, what):
 def mlp(seed=0, dtype=torch.float32):
     torch.manual_seed(seed)
     return torch.nn.Sequential(torch.nn.Linear(32, 200), torch.nn.ReLU(), torch.nn.Linear(200, 10)).to(dtype)
+
+
+def wide_mlp():
+    """Two buckets even after DDP's rebuild (whose first bucket takes up to 1 MB): {4.bias, 4.weight, 2.bias,
+    2.weight}, then {0.bias, 0.weight}, the last."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(32, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256), torch.nn.ReLU(),
+                               torch.nn.Linear(256, 10))
 
 
 def batches(rank, count, dtype=torch.float32):
@@ -207,6 +216,32 @@ def check_rebuild(rank, size):
     hook.close()
 
 
+def check_overflow_in_one_bucket(rank, size):
+    """An Inf in one parameter of a bucket that is not the step's last, on one rank: that parameter comes back
+    non-finite on every rank (its quantization buckets are its own), the others finite, and no bucket's momentum
+    moves (a loss scaler skips the whole step); the next step is clean."""
+    ddp = DDP(wide_mlp(), bucket_cap_mb=0.02)
+    state = gradagg.torch.GradaggState(bits=1, momentum=0.9)
+    ddp.register_comm_hook(state, gradagg.torch.comm_hook)
+    for step, batch in enumerate(batches(rank, 4)):
+        momenta = {key: m.clone() for key, m in state.momenta.items()}
+        handle = None
+        if step == 2 and rank == 0:
+            handle = ddp.module[4].bias.register_hook(lambda g: torch.full_like(g, float("inf")))
+        ddp(batch).square().mean().backward()
+        if handle is not None:
+            handle.remove()
+        finite = [bool(torch.isfinite(p.grad).all()) for p in ddp.module.parameters()]
+        if step == 2:
+            assert finite == [True] * 5 + [False], f"which gradients came back finite: {finite}"
+            assert len(momenta) == 2 and all(torch.equal(m, state.momenta[k]) for k, m in momenta.items()), (
+                f"a step with an Inf in one bucket moved a momentum ({len(momenta)} buckets: {[k[:2] for k in momenta]})")
+        else:
+            assert all(finite), f"step {step} is not finite: {finite}"
+        ddp.zero_grad()
+    same_on_every_rank(ddp, "overflow in one bucket")
+
+
 def check_two_models(rank, size):
     first, second = DDP(mlp(1), bucket_cap_mb=0.02), DDP(mlp(2), bucket_cap_mb=0.05)
     hooks = [CheckedHook(0.9), CheckedHook(0.0)]
@@ -230,6 +265,7 @@ def main():
         ("join", check_join),
         ("rebuild", check_rebuild),
         ("two_models", check_two_models),
+        ("overflow_in_one_bucket", check_overflow_in_one_bucket),
         ("bf16_autocast", check_plain({}, autocast=True))], 29531)
 
 

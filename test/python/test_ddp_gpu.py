@@ -3,9 +3,11 @@ GRADAGG_NVLINK_SHARE_GPUS=1; DDP's own broadcast over gloo). Prints SKIPPED and 
 
   bf16_parameters  a model whose parameters are bfloat16: the buckets are bfloat16 device tensors; every hook call is
                    bitwise an Aggregator's of the hook's keying on the same input, and the ranks end equal;
-  grad_scaler      AMP with float16 autocast and a GradScaler whose first scale overflows: the scaler skips those
-                   steps (parameters unchanged), the hook's momentum keeps its value through them, no carried error
-                   turns non-finite, and the steps after train (loss down, ranks equal).
+  grad_scaler      AMP with float16 autocast and a GradScaler (GradaggState(grad_scaler=...); refused without it)
+                   whose first scale overflows, and later an Inf in one bucket of one rank (not the step's last
+                   bucket): the scaler skips those steps (parameters unchanged), every bucket's momentum keeps its
+                   value through them (in gradient units: it follows the loss scale), no carried error turns
+                   non-finite, and the steps after train (loss down, ranks equal).
 
   mpirun -np 2 python3 test_ddp_gpu.py     (GRADAGG_RANKS_PER_NODE=1: 2 ranks as 2 nodes, 1 bit across them)
 """
@@ -26,7 +28,7 @@ os.environ["GRADAGG_TEST_DEVICE"] = "cuda"  # noqa: E402 (before test_ddp_featur
 
 import gradagg.torch
 import torch_checks
-from test_ddp_features import DDP, CheckedHook, batches, mlp, same_on_every_rank
+from test_ddp_features import DDP, CheckedHook, batches, mlp, same_on_every_rank, wide_mlp
 
 
 def check_bf16_parameters(rank, size):
@@ -46,15 +48,30 @@ def check_bf16_parameters(rank, size):
 
 
 def check_grad_scaler(rank, size):
-    ddp = DDP(mlp(), bucket_cap_mb=0.02)
-    state = gradagg.torch.GradaggState(bits=1, momentum=0.9)
+    # The hook's momentum beside a GradScaler it was not given is refused at the first step, on every rank.
+    refused = DDP(mlp(), bucket_cap_mb=0.02)
+    scaler = torch.amp.GradScaler("cuda", init_scale=2.0 ** 40)  # the first steps' float16 gradients overflow
+    refused.register_comm_hook(gradagg.torch.GradaggState(bits=1, momentum=0.9), gradagg.torch.comm_hook)
+    try:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = refused(batches(rank, 1)[0]).float().square().mean()
+        scaler.scale(loss).backward()
+        raise AssertionError("the hook's momentum ran beside a GradScaler it was not given")
+    except (ValueError, RuntimeError) as error:
+        assert "grad_scaler" in str(error), error
+    del refused
+
+    ddp = DDP(wide_mlp(), bucket_cap_mb=0.02)  # two buckets, 4.bias's not the last
+    state = gradagg.torch.GradaggState(bits=1, momentum=0.9, grad_scaler=scaler)
     ddp.register_comm_hook(state, gradagg.torch.comm_hook)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05)
-    scaler = torch.amp.GradScaler("cuda", init_scale=2.0 ** 40)  # float16 gradients overflow at first
-    skipped, losses = 0, []
-    for batch in batches(rank, 12):
+    skipped, losses, poisoned = 0, [], 8
+    for step, batch in enumerate(batches(rank, 14)):
         before = [p.detach().clone() for p in ddp.parameters()]
-        momenta = [m.clone() for m in state.momenta.values()]
+        momenta = {key: m / state.momentum_scales[key] for key, m in state.momenta.items()}  # in gradient units
+        handle = None
+        if step == poisoned and rank == 0:  # an Inf in one bucket that is not the step's last, on one rank
+            handle = ddp.module[4].bias.register_hook(lambda g: torch.full_like(g, float("inf")))
         with torch.autocast("cuda", dtype=torch.float16):
             loss = ddp(batch).float().square().mean()
         scale = scaler.get_scale()
@@ -62,20 +79,23 @@ def check_grad_scaler(rank, size):
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad()
+        if handle is not None:
+            handle.remove()
         torch.cuda.synchronize()
         if scaler.get_scale() < scale:  # this step overflowed and was skipped
             skipped += 1
             assert all(torch.equal(b, p) for b, p in zip(before, ddp.parameters())), "a skipped step moved a weight"
-            if momenta:
-                assert all(torch.equal(b, m) for b, m in zip(momenta, state.momenta.values())), (
-                    "an overflowed step changed the hook's momentum")
+            for key, momentum in momenta.items():
+                assert torch.equal(momentum, state.momenta[key] / state.momentum_scales[key]), (
+                    f"step {step} overflowed and bucket {key[0]}'s momentum changed")
         else:
+            assert step != poisoned, "the poisoned step was not skipped"
             losses.append(float(loss))
         for aggregator in state.aggregators.values():
             residuals = aggregator.export_residuals()
             assert all(bool(torch.isfinite(torch.from_numpy(residuals[n])).all()) for n in ("stripe", "own")), (
                 "an overflow left a non-finite carried error")
-    assert skipped > 0, "no step overflowed: the check cannot fail"
+    assert skipped > 1 and len(state.momenta) > 1, "no overflow after momentum built up: the check cannot fail"
     assert len(losses) >= 3 and losses[-1] < losses[0], f"the steps after the overflows did not train: {losses}"
     same_on_every_rank(ddp, "GradScaler")
     return f"GradScaler: {skipped} overflowed steps skipped"

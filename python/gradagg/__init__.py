@@ -12,6 +12,7 @@ hook is in gradagg.torch.
 """
 import atexit
 import ctypes
+import itertools
 import os
 import sys
 import weakref
@@ -64,13 +65,16 @@ sys.excepthook = _abort_on_uncaught
 
 
 def finalize():
-    """Closes every Aggregator still open, then finalises MPI if init() initialised it. Runs at exit by itself."""
-    for aggregator in list(_open):
+    """Closes every Aggregator still open, then finalises MPI if init() initialised it. Runs at exit by itself.
+    Closing may wait for the node's other ranks (freeing shared memory is collective), so every rank closes in the
+    order the Aggregators were made, which is the same on every rank."""
+    for aggregator in sorted(_open, key=lambda a: a._serial):
         aggregator.close()
     _check(_capi.lib.gradagg_mpi_finalize())
 
 
 _open = weakref.WeakSet()  # Aggregators to close before MPI goes away
+_made = itertools.count()  # Aggregators made so far: their order, the same on every rank
 atexit.register(finalize)  # after mpi4py's own exit hook if gradagg came first, before it otherwise
 
 
@@ -188,6 +192,7 @@ class Aggregator:
         rank, size, nodes, per_node = (ctypes.c_int() for _ in range(4))
         _check(_capi.lib.gradagg_topology(self._handle, *(ctypes.byref(v) for v in (rank, size, nodes, per_node))))
         self.rank, self.size, self.nodes, self.ranks_per_node = rank.value, size.value, nodes.value, per_node.value
+        self._serial = next(_made)
         _open.add(self)
 
     def close(self):

@@ -240,6 +240,8 @@ def check_overflow_in_one_bucket(rank, size):
             assert all(finite), f"step {step} is not finite: {finite}"
         ddp.zero_grad()
     same_on_every_rank(ddp, "overflow in one bucket")
+    for aggregator in state.aggregators.values():
+        aggregator.close()
 
 
 def check_two_models(rank, size):

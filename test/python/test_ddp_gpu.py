@@ -85,8 +85,9 @@ def check_grad_scaler(rank, size):
         if scaler.get_scale() < scale:  # this step overflowed and was skipped
             skipped += 1
             assert all(torch.equal(b, p) for b, p in zip(before, ddp.parameters())), "a skipped step moved a weight"
-            for key, momentum in momenta.items():
-                assert torch.equal(momentum, state.momenta[key] / state.momentum_scales[key]), (
+            for key, momentum in momenta.items():  # the buckets DDP still has (it rebuilds them after step 0)
+                assert key not in state.momenta or torch.equal(
+                    momentum, state.momenta[key] / state.momentum_scales[key]), (
                     f"step {step} overflowed and bucket {key[0]}'s momentum changed")
         else:
             assert step != poisoned, "the poisoned step was not skipped"
@@ -98,6 +99,8 @@ def check_grad_scaler(rank, size):
     assert skipped > 1 and len(state.momenta) > 1, "no overflow after momentum built up: the check cannot fail"
     assert len(losses) >= 3 and losses[-1] < losses[0], f"the steps after the overflows did not train: {losses}"
     same_on_every_rank(ddp, "GradScaler")
+    for aggregator in state.aggregators.values():
+        aggregator.close()
     return f"GradScaler: {skipped} overflowed steps skipped"
 
 

@@ -50,7 +50,7 @@ def check_bf16_parameters(rank, size):
 def check_grad_scaler(rank, size):
     # The hook's momentum beside a GradScaler it was not given is refused at the first step, on every rank.
     refused = DDP(mlp(), bucket_cap_mb=0.02)
-    scaler = torch.amp.GradScaler("cuda", init_scale=2.0 ** 40)  # the first steps' float16 gradients overflow
+    scaler = torch.amp.GradScaler("cuda", init_scale=2.0 ** 24)  # the first steps' float16 gradients overflow
     refused.register_comm_hook(gradagg.torch.GradaggState(bits=1, momentum=0.9), gradagg.torch.comm_hook)
     try:
         with torch.autocast("cuda", dtype=torch.float16):
@@ -65,8 +65,8 @@ def check_grad_scaler(rank, size):
     state = gradagg.torch.GradaggState(bits=1, momentum=0.9, grad_scaler=scaler)
     ddp.register_comm_hook(state, gradagg.torch.comm_hook)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05)
-    skipped, losses, poisoned = 0, [], 8
-    for step, batch in enumerate(batches(rank, 14)):
+    skipped, losses, poisoned = 0, [], None  # poisoned: 3 steps after the first that did not overflow
+    for step, batch in enumerate(batches(rank, 24)):
         before = [p.detach().clone() for p in ddp.parameters()]
         momenta = {key: m / state.momentum_scales[key] for key, m in state.momenta.items()}  # in gradient units
         handle = None
@@ -92,11 +92,13 @@ def check_grad_scaler(rank, size):
         else:
             assert step != poisoned, "the poisoned step was not skipped"
             losses.append(float(loss))
+            poisoned = step + 3 if poisoned is None else poisoned
         for aggregator in state.aggregators.values():
             residuals = aggregator.export_residuals()
             assert all(bool(torch.isfinite(torch.from_numpy(residuals[n])).all()) for n in ("stripe", "own")), (
                 "an overflow left a non-finite carried error")
-    assert skipped > 1 and len(state.momenta) > 1, "no overflow after momentum built up: the check cannot fail"
+    assert poisoned is not None and poisoned < step and len(state.momenta) > 1, (
+        "no overflow after momentum built up: the check cannot fail")
     assert len(losses) >= 3 and losses[-1] < losses[0], f"the steps after the overflows did not train: {losses}"
     same_on_every_rank(ddp, "GradScaler")
     for aggregator in state.aggregators.values():

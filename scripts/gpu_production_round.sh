@@ -8,7 +8,8 @@
 #   3. the DDP-feature checks with torch's GPU build: test_ddp_features.py on the GPU, then test_ddp_gpu.py
 #      (bfloat16 parameters, GradScaler).
 #   scripts/gpu_production_round.sh BIN_DIR OUT_DIR
-# BIN_DIR holds gradagg_failure_drill, libgradagg_c.so and the shared libraries (scripts/stage_for_device.sh).
+# BIN_DIR holds gradagg_failure_drill, gradagg_device_gpu_tests, libgradagg_c.so and the shared libraries:
+#   scripts/stage_for_device.sh --only "gradagg_failure_drill gradagg_device_gpu_tests"
 set -uo pipefail
 bin=$(cd "$1" && pwd) out=$2
 mkdir -p "$out"

@@ -3,15 +3,22 @@
 # shared libraries of Google Benchmark, Google Highway and the CUDA runtime) into .device-carry/ (git-ignored), to be named in the device tool's
 # `carry`. With --with-data, also Fashion-MNIST (30 MB) into .device-carry/fashion-mnist for the trainer; with
 # --with-package, the installed package (below).
-# Build first (scripts/build.sh); CUDA binaries exist only where nvcc was found.
+# --only "BINARY ..." stages just those binaries (with the libraries): every binary links gradagg with its CUDA code,
+# and all of them together pass the device tool's 64 MiB. Build first (scripts/build.sh); CUDA binaries exist only
+# where nvcc was found.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 carry="$root/.device-carry"
 rm -rf "$carry"
 mkdir -p "$carry"
-for binary in gradagg_gpu_tests gradagg_cuda_quantize_benchmark gradagg_quantize_benchmark gradagg gradagg_mpi_tests train \
-  gradagg_nvlink_gpu_tests gradagg_nvlink_benchmark gradagg_device_gpu_tests gradagg_python_reference \
-  gradagg_failure_drill; do
+binaries="gradagg_gpu_tests gradagg_cuda_quantize_benchmark gradagg_quantize_benchmark gradagg gradagg_mpi_tests train
+  gradagg_nvlink_gpu_tests gradagg_nvlink_benchmark gradagg_device_gpu_tests gradagg_python_reference"
+previous=""
+for option in "$@"; do
+  [ "$previous" = --only ] && binaries=$option
+  previous=$option
+done
+for binary in $binaries; do
   [ -x "$root/build/bin/$binary" ] && cp "$root/build/bin/$binary" "$carry/"
 done
 library=$(ldconfig -p | awk '/libbenchmark\.so\.1debian/ && !found {print $NF; found = 1}')
@@ -37,3 +44,5 @@ if [[ " $* " == *" --with-data "* ]]; then
   cp /usr/share/datasets/fashion-mnist/*-ubyte.gz "$carry/fashion-mnist/"
 fi
 du -sh "$carry"
+bytes=$(du -sb "$carry" | cut -f1)
+[ "$bytes" -le $((64 << 20)) ] || echo "stage_for_device.sh: $bytes bytes: over the device tool's 64 MiB; use --only" >&2

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """What the DDP hook costs beyond the aggregation itself: per bucket and size, the time from handing a bucket to
 gradagg.torch.comm_hook until its future's value is ready, against calling a gradagg Aggregator directly on the
-same tensors (split per parameter, averaged, as the hook does), in the same run, alternating. No DDP: a stand-in
-bucket with DDP's GradBucket methods, so only the hook's own work (Python, the future, the waiter thread, the
-momentum buffer when set) differs between the two.
+same tensors (split per parameter, averaged, as the hook does; with --momentum, the same momentum arithmetic), in the
+same run, alternating. No DDP: a stand-in bucket with DDP's GradBucket methods, so only the hook's own work (Python,
+the future, the waiter thread) differs between the two.
 
   mpirun -np 2 python3 examples/pytorch/hook_overhead.py [--device cpu|cuda] [--sizes 1M,4M,25M] [--steps 40]
       [--bits 1] [--momentum 0]
@@ -38,6 +38,9 @@ class StandInBucket:
     def index(self):
         return 0
 
+    def is_last(self):
+        return True
+
 
 def parse_size(text):
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -66,9 +69,16 @@ def measure(size_bytes, device, steps, bits, momentum, meeting):
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
     size = direct.size
 
+    carried = torch.zeros(count, device=device)  # the direct call's momentum, as a caller of the Aggregator keeps it
+    carried_views = list(carried.split(shapes))
+
     def direct_call():
+        if momentum > 0.0:  # the same arithmetic as the hook's: beta * m + g in, the new m out unless non-finite
+            torch._foreach_add_(views, carried_views, alpha=momentum)
         direct.aggregate(views, stream=stream)
         buffer.div_(size)
+        if momentum > 0.0:
+            torch.where(torch.isfinite(buffer).all(), buffer, carried, out=carried)
 
     def hook_call():
         gradagg.torch.comm_hook(state, bucket).wait()

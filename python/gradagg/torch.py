@@ -291,12 +291,12 @@ def _start(state, aggregator, gradients, momentum, buffer=None, last=True):
         with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
             if buffer is not None:
                 buffer.div_(size)
-                finite = torch.isfinite(buffer).all()
             else:
                 torch._foreach_div_(gradients, size)
-                finite = torch.stack([torch.isfinite(g).all() for g in gradients]).all()
             if momentum is not None:
-                _commit_momentum(state, gradients if buffer is None else [buffer], momentum, finite, last)
+                results = gradients if buffer is None else [buffer]
+                finite = torch.stack([torch.isfinite(r).all() for r in results]).all()
+                _commit_momentum(state, results, momentum, finite, last)
             if stream is not None:
                 stream.synchronize()
 

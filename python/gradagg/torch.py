@@ -282,7 +282,8 @@ def _start(state, aggregator, gradients, momentum, buffer=None, last=True):
     bucket, the new momentum of every bucket of the step, unless one of them overflowed."""
     if momentum is not None:  # beta * m + g: the sum over ranks is size * (beta m + mean g)
         # Per parameter, as a resumed run's first step must do it too (its buckets are not DDP's).
-        torch._foreach_add_(gradients, list(momentum.split([g.numel() for g in gradients])), alpha=state.momentum)
+        parts = momentum.split([g.numel() for g in gradients]) if len(gradients) > 1 else [momentum]
+        torch._foreach_add_(gradients, list(parts), alpha=state.momentum)
     stream = torch.cuda.current_stream(gradients[0].device) if gradients[0].is_cuda else None
     pending = aggregator.aggregate_async(gradients, stream=stream.cuda_stream if stream is not None else None)
     size = state.world_size
@@ -295,7 +296,8 @@ def _start(state, aggregator, gradients, momentum, buffer=None, last=True):
                 torch._foreach_div_(gradients, size)
             if momentum is not None:
                 results = gradients if buffer is None else [buffer]
-                finite = torch.stack([torch.isfinite(r).all() for r in results]).all()
+                finite = (torch.isfinite(buffer).all() if buffer is not None
+                          else torch.stack([torch.isfinite(r).all() for r in results]).all())
                 _commit_momentum(state, results, momentum, finite, last)
             if stream is not None:
                 stream.synchronize()

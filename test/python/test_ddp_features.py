@@ -7,8 +7,9 @@ momentum per parameter) gives on the same bucket input, and that every rank ends
   static_graph    DDP(static_graph=True);
   bucket_view     DDP(gradient_as_bucket_view=True);
   unused          DDP(find_unused_parameters=True) with a layer that only even steps use;
-  join            uneven inputs under model.join(): the rank that runs out joins, its zero buckets go through the
-                  hook in step with the other rank's (the same calls on every rank), and no rank hangs;
+  join            uneven inputs under model.join() with momentum: the rank that runs out joins, its zero buckets
+                  (plus its momentum) go through the hook in step with the other rank's (the same calls on every
+                  rank), and no rank hangs;
   rebuild         DDP's bucket rebuild after the first iteration (a model whose forward order is not its parameter
                   order): the rebuilt buckets are re-keyed, the old ones' Aggregators closed, nothing owed is lost
                   or applied twice (the momentum carries per parameter);
@@ -180,7 +181,9 @@ def check_unused(rank, size):
 
 def check_join(rank, size):
     ddp = DDP(mlp(), bucket_cap_mb=0.02)
-    hook = CheckedHook(momentum=0.0)  # joined ranks contribute zeros; with momentum they would add theirs
+    # A joined rank hands zeros plus its momentum (the same as every rank's), so the new momentum is beta * m plus
+    # the mean gradient with zeros for the joined: DDP's own averaging rule.
+    hook = CheckedHook(momentum=0.9)
     hook.register(ddp)
     steps = 4 if rank == 0 else 2  # uneven inputs
     with ddp.join():

@@ -156,9 +156,9 @@ AggregationStats Aggregator::Impl::RunHost(const FlatBuffers& flat, const Bucket
   // 0. Every rank has checked its arguments; all ranks agree on sizes and sum the header (or all throw alike).
   Stopwatch clock;
   if (options.traceLevel >= 3) call_timeline::Begin();
-  const bool contributes = AgreeOnCall(topology.world(), callLayout, header,
-                                       problem.empty() ? ImportProblem(callLayout) : problem, CallMemory::kHost,
-                                       options.timeoutSeconds);
+  const bool contributes =
+      AgreeOnCall(topology.world(), callLayout, header, problem.empty() ? ImportProblem(callLayout) : problem,
+                  CallMemory::kHost, options.timeoutSeconds);
   call_timeline::Note("agreed");
   const double agreement = clock.Lap();
   try {
@@ -223,9 +223,9 @@ AggregationStats Aggregator::Impl::RunDevice(const std::vector<DeviceGradient>& 
   if (options.traceLevel >= 3) call_timeline::Begin();
   const BucketLayout callLayout = LayoutOf(gradients, options);
   const size_t elements = callLayout.elements();
-  const bool contributes = AgreeOnCall(topology.world(), callLayout, header,
-                                       problem.empty() ? ImportProblem(callLayout) : problem, CallMemory::kDevice,
-                                       options.timeoutSeconds);
+  const bool contributes =
+      AgreeOnCall(topology.world(), callLayout, header, problem.empty() ? ImportProblem(callLayout) : problem,
+                  CallMemory::kDevice, options.timeoutSeconds);
   call_timeline::Note("agreed");
   const double agreement = clock.Lap();
   if (!device) device = MakeDevicePath(topology, options);
@@ -308,13 +308,12 @@ void Aggregator::ImportResiduals(Residuals residuals) {
               .count;
   }
   if (residuals.stripe.size() != stripe || residuals.own.size() != own) {
-    throw UsageError("Aggregator::ImportResiduals: residuals of " + std::to_string(residuals.stripe.size()) + " + " +
-                     std::to_string(residuals.own.size()) + " elements cannot be rank " +
-                     std::to_string(topology.rank()) + "'s for tensors of sizes " + Sizes(residuals.tensorSizes) +
-                     " on " + std::to_string(topology.nodeCount()) + " node(s) of " +
-                     std::to_string(topology.ranksPerNode()) + " rank(s), which carries " + std::to_string(stripe) +
-                     " + " + std::to_string(own) + ": they come from another rank, topology or options (" +
-                     RankAndHost() + ")");
+    throw UsageError(
+        "Aggregator::ImportResiduals: residuals of " + std::to_string(residuals.stripe.size()) + " + " +
+        std::to_string(residuals.own.size()) + " elements cannot be rank " + std::to_string(topology.rank()) +
+        "'s for tensors of sizes " + Sizes(residuals.tensorSizes) + " on " + std::to_string(topology.nodeCount()) +
+        " node(s) of " + std::to_string(topology.ranksPerNode()) + " rank(s), which carries " + std::to_string(stripe) +
+        " + " + std::to_string(own) + ": they come from another rank, topology or options (" + RankAndHost() + ")");
   }
   self.imported = std::make_unique<Residuals>(std::move(residuals));
 }

@@ -24,7 +24,7 @@ namespace gradagg {
 struct DoubleBuffer {
   int filling = 0;
   bool resultWaiting = false;  // the other slot's aggregation was started and its result not handed out yet
-  BucketLayout layouts[2];  // each slot's tensors
+  BucketLayout layouts[2];     // each slot's tensors
   GradientHeader headers[2];
   bool hasHeader[2] = {};
   std::vector<float> hostSlots[2];
@@ -47,7 +47,7 @@ struct Aggregator::Impl {
   std::vector<ElementRange> shards;
   BucketLayout stripeLayout;
   std::vector<float> stripe;
-  AggregationStats stats;  // of the last call that finished and was settled
+  AggregationStats stats;       // of the last call that finished and was settled
   BucketLayout lastCallLayout;  // of the last call that finished (ExportResiduals), and where it ran
   bool lastCallOnDevice = false;
   std::unique_ptr<Residuals> imported;  // ImportResiduals: for the next call, which must have their layout

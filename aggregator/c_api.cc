@@ -391,9 +391,8 @@ gradagg_status gradagg_export_residuals(gradagg_aggregator* aggregator, size_t* 
   });
 }
 
-gradagg_status gradagg_import_residuals(gradagg_aggregator* aggregator, const size_t* tensor_sizes,
-                                        size_t tensor_count, const float* stripe, size_t stripe_count,
-                                        const float* own, size_t own_count) {
+gradagg_status gradagg_import_residuals(gradagg_aggregator* aggregator, const size_t* tensor_sizes, size_t tensor_count,
+                                        const float* stripe, size_t stripe_count, const float* own, size_t own_count) {
   constexpr const char* kCall = "gradagg_import_residuals";
   return Guarded([&] {
     gradagg::Aggregator& self = Require(aggregator, "aggregator", kCall).aggregator;

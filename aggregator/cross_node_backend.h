@@ -43,8 +43,8 @@ class CrossNodeBackend {
   // Between the backend's memory and host memory, after the work queued so far; done on return.
   virtual void Download(void* host, const void* memory, size_t bytes) = 0;
   virtual void Upload(void* memory, const void* host, size_t bytes) = 0;
-  virtual size_t SlotAlignment() const = 0;           // receive slots start on multiples of this many bytes
-  virtual const char* transport() const = 0;          // how the exchange moves bytes, for the trace
+  virtual size_t SlotAlignment() const = 0;   // receive slots start on multiples of this many bytes
+  virtual const char* transport() const = 0;  // how the exchange moves bytes, for the trace
 
   // The layouts that the codec calls below name by index (the phase's parts: exchange_plan.h).
   virtual void SetLayouts(const std::vector<BucketLayout>& layouts) = 0;

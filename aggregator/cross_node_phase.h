@@ -70,9 +70,9 @@ class CrossNodePhase {
   BackendMemory stripeResidual_;  // r1, over the stripe
   BackendMemory ownResidual_;     // r2, over the sub-stripe we own
   BackendMemory ownSum_;
-  BackendMemory stripeWire_;  // our quantized stripe; then everyone's quantized sums
-  BackendMemory ownWire_;     // our quantized sum
-  BackendMemory received_;    // one slot per node for the parts of our sub-stripe
+  BackendMemory stripeWire_;    // our quantized stripe; then everyone's quantized sums
+  BackendMemory ownWire_;       // our quantized sum
+  BackendMemory received_;      // one slot per node for the parts of our sub-stripe
   bool importPending_ = false;  // ImportResiduals was called: the next call starts from these
   std::vector<float> importedStripe_;
   std::vector<float> importedOwn_;

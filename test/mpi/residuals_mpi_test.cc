@@ -86,8 +86,7 @@ TEST(Residuals, ResidualsThatCannotBeThisRanksAreRefused) {
     aggregator.ImportResiduals(wrong);
     ADD_FAILURE() << "residuals one element too long were taken";
   } catch (const UsageError& error) {
-    EXPECT_NE(std::string(error.what()).find("rank " + std::to_string(WorldRank())), std::string::npos)
-        << error.what();
+    EXPECT_NE(std::string(error.what()).find("rank " + std::to_string(WorldRank())), std::string::npos) << error.what();
   }
   // Refused, nothing changed: the run goes on as if the import had not been tried.
   Aggregator reference(MPI_COMM_WORLD, LayoutOptions(1));

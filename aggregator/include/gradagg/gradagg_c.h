@@ -158,8 +158,8 @@ GRADAGG_C_EXPORT gradagg_status gradagg_export_residuals(gradagg_aggregator* agg
 /* Local (Aggregator::ImportResiduals): the next call, which must have these tensor sizes, starts from these
  * residuals; GRADAGG_ERROR_USAGE when they cannot be this rank's. (Since version 4.) */
 GRADAGG_C_EXPORT gradagg_status gradagg_import_residuals(gradagg_aggregator* aggregator, const size_t* tensor_sizes,
-                                                         size_t tensor_count, const float* stripe,
-                                                         size_t stripe_count, const float* own, size_t own_count);
+                                                         size_t tensor_count, const float* stripe, size_t stripe_count,
+                                                         const float* own, size_t own_count);
 GRADAGG_C_EXPORT gradagg_status gradagg_last_stats(const gradagg_aggregator* aggregator, gradagg_stats* stats);
 /* Where this rank sits: any pointer may be NULL. */
 GRADAGG_C_EXPORT gradagg_status gradagg_topology(const gradagg_aggregator* aggregator, int* rank, int* size, int* nodes,

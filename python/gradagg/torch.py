@@ -350,8 +350,8 @@ def _resume(state):
         topology = [aggregator.rank, aggregator.size, aggregator.nodes, aggregator.ranks_per_node]
         if saved["topology"] is not None and topology != saved["topology"]:
             raise ValueError(f"gradagg.torch: the checkpoint was saved by rank {saved['topology'][0]} of "
-                             f"{saved['topology'][1]} ({saved['topology'][2]} nodes of {saved['topology'][3]}); this "
-                             f"is rank {topology[0]} of {topology[1]} ({topology[2]} nodes of {topology[3]}). The "
+                             f"{saved['topology'][1]} ({saved['topology'][2]} node(s) of {saved['topology'][3]}); this "
+                             f"is rank {topology[0]} of {topology[1]} ({topology[2]} node(s) of {topology[3]}). The "
                              "carried error belongs to one place in one topology: resume on the same one.")
         warmup = state.calls[entry["index"]] <= state.warmup_steps
         if entry["residuals"] is not None and entry["aggregator"] == ("warmup" if warmup else "main"):

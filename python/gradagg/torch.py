@@ -190,7 +190,8 @@ class GradaggState:
                              f"GradaggState's {self._settings()}")
         if self.calls:
             raise ValueError("gradagg.torch: load_state_dict must come before the first step")
-        self._restore = saved
+        if saved["buckets"]:  # a state saved before any step owes nothing
+            self._restore = saved
 
     def _settings(self):
         return {"bits": self.bits, "momentum": self.momentum, "warmup_steps": self.warmup_steps,

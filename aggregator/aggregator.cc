@@ -269,10 +269,17 @@ void Aggregator::Impl::TraceCall(size_t elements, const AggregationStats& call) 
 void Aggregator::ResetResiduals() {
   impl_->Settle();
   if (impl_->crossNode) impl_->crossNode->ResetResiduals();
-  if (impl_->device) impl_->device->ResetResiduals();
+  if (impl_->device && impl_->device->crossNode()) impl_->device->crossNode()->ResetResiduals();
 }
 
 namespace {
+
+// The element counts of a layout's tensors (its segments: empty tensors are not in it).
+std::vector<size_t> TensorSizes(const BucketLayout& layout) {
+  std::vector<size_t> sizes;
+  for (const BucketSegment& segment : layout.segments()) sizes.push_back(segment.count);
+  return sizes;
+}
 
 std::string Sizes(const std::vector<size_t>& sizes) {
   std::string text;
@@ -286,7 +293,7 @@ Residuals Aggregator::ExportResiduals() {
   Impl& self = *impl_;
   self.Settle();
   Residuals residuals;
-  for (const BucketSegment& segment : self.lastCallLayout.segments()) residuals.tensorSizes.push_back(segment.count);
+  residuals.tensorSizes = TensorSizes(self.lastCallLayout);
   CrossNodePhase* phase = self.lastCallOnDevice ? self.device->crossNode() : self.crossNode.get();
   if (phase != nullptr) phase->ExportResiduals(&residuals.stripe, &residuals.own);
   return residuals;
@@ -320,10 +327,8 @@ void Aggregator::ImportResiduals(Residuals residuals) {
 
 std::string Aggregator::Impl::ImportProblem(const BucketLayout& callLayout) const {
   if (!imported || BucketLayout(imported->tensorSizes, options.bucketSize) == callLayout) return "";
-  std::vector<size_t> sizes;
-  for (const BucketSegment& segment : callLayout.segments()) sizes.push_back(segment.count);
   return "the residuals imported on rank " + std::to_string(topology.rank()) + " are for tensors of sizes " +
-         Sizes(imported->tensorSizes) + ", not this call's " + Sizes(sizes);
+         Sizes(imported->tensorSizes) + ", not this call's " + Sizes(TensorSizes(callLayout));
 }
 
 void Aggregator::Impl::InstallImport(CrossNodePhase* phase) {

@@ -28,8 +28,7 @@ class DevicePath {
   // rank for bad input).
   virtual void RegisterBuffer(void* data, size_t bytes) = 0;
   virtual void DeregisterBuffer(void* data) = 0;
-  virtual void ResetResiduals() = 0;
-  // Phase 2 on this path (its residuals: Aggregator::ExportResiduals), or null on one node.
+  // Phase 2 on this path (its residuals: Aggregator::ResetResiduals, ExportResiduals), or null on one node.
   virtual CrossNodePhase* crossNode() = 0;
   // Local: the ranks are out of step (a failed call, an exception passing), so destruction must free nothing that
   // waits for peers; what peers may still map is left to the process's end.

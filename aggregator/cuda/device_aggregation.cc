@@ -54,9 +54,6 @@ class GpuPath final : public DevicePath {
                  CudaStream stream, AggregationStats& stats) override;
   void RegisterBuffer(void* data, size_t bytes) override;
   void DeregisterBuffer(void* data) override;
-  void ResetResiduals() override {
-    if (cross_) cross_->ResetResiduals();
-  }
   CrossNodePhase* crossNode() override { return cross_.get(); }
   int device() const override { return device_; }
   std::string Describe() const override;

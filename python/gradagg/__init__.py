@@ -211,8 +211,7 @@ class Aggregator:
         self.close()
 
     def _prepare(self, tensors, header, stream):
-        if self._handle is None:
-            raise UsageError("gradagg: this Aggregator is closed")
+        self._live()
         if not isinstance(tensors, (list, tuple)):
             tensors = [tensors]
         converted = [_tensor(t, i) for i, t in enumerate(tensors)]

@@ -276,6 +276,11 @@ def _follow_loss_scale(state, key, momentum):
     stored.copy_(scale)
 
 
+def _parts(momentum, tensors):
+    """`momentum` cut as `tensors` lie end to end (one view per tensor)."""
+    return list(momentum.split([t.numel() for t in tensors])) if len(tensors) > 1 else [momentum]
+
+
 def _start(state, aggregator, gradients, momentum, buffer=None, last=True):
     """Starts one bucket's aggregation: `gradients`, one flat tensor per parameter (views of `buffer`, their contiguous
     whole, where they lie in one), and its momentum, a contiguous tensor laid out as they are (or None). Returns the
@@ -283,21 +288,17 @@ def _start(state, aggregator, gradients, momentum, buffer=None, last=True):
     bucket, the new momentum of every bucket of the step, unless one of them overflowed."""
     if momentum is not None:  # beta * m + g: the sum over ranks is size * (beta m + mean g)
         # Per parameter, as a resumed run's first step must do it too (its buckets are not DDP's).
-        parts = momentum.split([g.numel() for g in gradients]) if len(gradients) > 1 else [momentum]
-        torch._foreach_add_(gradients, list(parts), alpha=state.momentum)
+        torch._foreach_add_(gradients, _parts(momentum, gradients), alpha=state.momentum)
     stream = torch.cuda.current_stream(gradients[0].device) if gradients[0].is_cuda else None
     pending = aggregator.aggregate_async(gradients, stream=stream.cuda_stream if stream is not None else None)
     size = state.world_size
+    results = [buffer] if buffer is not None else gradients  # the bucket whole where it lies in one buffer
 
     def finish():
         with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
-            if buffer is not None:
-                buffer.div_(size)
-            else:
-                torch._foreach_div_(gradients, size)
+            torch._foreach_div_(results, size)
             if momentum is not None:
-                results = gradients if buffer is None else [buffer]
-                finite = (torch.isfinite(buffer).all() if buffer is not None
+                finite = (torch.isfinite(results[0]).all() if len(results) == 1
                           else torch.stack([torch.isfinite(r).all() for r in results]).all())
                 _commit_momentum(state, results, momentum, finite, last)
             if stream is not None:
@@ -316,8 +317,7 @@ def _commit_momentum(state, results, momentum, finite, last):
     if not last:
         return
     for results, momentum in state._step_momenta:
-        parts = momentum.split([r.numel() for r in results]) if len(results) > 1 else [momentum]
-        for result, part in zip(results, parts):
+        for result, part in zip(results, _parts(momentum, results)):
             torch.where(state._step_finite, result, part, out=part)
     state._step_finite, state._step_momenta = None, []
 
@@ -365,7 +365,7 @@ def _resume(state):
             state.momenta[key] = momentum
             if entry.get("momentum_scale") is not None:
                 state.momentum_scales[key] = torch.tensor(entry["momentum_scale"], device=key[3])
-            for parameter, view in zip(parameters, momentum.split([v.numel() for v in views])):
+            for parameter, view in zip(parameters, _parts(momentum, views)):
                 state.momentum_views[parameter] = view.view(parameter.shape)
         if momentum is not None:
             _follow_loss_scale(state, key, momentum)
@@ -384,14 +384,15 @@ def check_optimizers(state, parameters):
     that quantizes (the 1-bit error feedback then meets Adam's per-coordinate scaling and the run does not train);
     gradagg.torch.Adam / AdamW are the pairing for Adam."""
     state.optimizers_checked = True
+    objects = gc.get_objects()  # one pass over the heap for both searches
     scalers = tuple(c for c in (getattr(torch.amp, "GradScaler", None), getattr(torch.cuda.amp, "GradScaler", None))
                     if isinstance(c, type))
     if state.momentum > 0.0 and state.grad_scaler is None and any(
-            isinstance(o, scalers) and o.is_enabled() for o in gc.get_objects()):
+            isinstance(o, scalers) and o.is_enabled() for o in objects):
         raise ValueError("gradagg.torch: a GradScaler is in use and the hook carries momentum: pass it, "
                          "GradaggState(..., grad_scaler=scaler), so that the momentum follows the loss scale")
     ours = set(map(id, parameters))
-    for optimizer in (o for o in gc.get_objects() if isinstance(o, torch.optim.Optimizer)):
+    for optimizer in (o for o in objects if isinstance(o, torch.optim.Optimizer)):
         if isinstance(optimizer, AdamW):  # gradagg's own (Adam is one): paired with the hook by construction
             continue
         if not any(id(p) in ours for group in optimizer.param_groups for p in group["params"]):

@@ -38,7 +38,11 @@ drill() {
   sleep 1
   local left
   left=$(pgrep -fc gradagg_failure_drill)
-  [ "$left" -eq 0 ] || { echo "FAIL: $left drill processes left running" >>"$out/drill_$name.txt"; code=1; pkill -9 -f gradagg_failure_drill; }
+  if [ "$left" -ne 0 ]; then
+    echo "FAIL: $left drill processes left running" >>"$out/drill_$name.txt"
+    code=1
+    pkill -9 -f gradagg_failure_drill
+  fi
   status=$((status | code))
   say "drill $name: exit $code; $(grep -E '^exit ' "$out/drill_$name.txt"); processes left: $left"
 }
@@ -52,32 +56,31 @@ drill stall_2x1 2 1 "waited 5 s .*for rank 1, which did not call AggregateGradie
   stall 1 device
 drill stall_2x1_16MB 2 1 "waited 5 s .*for rank 1, which did not call AggregateGradients" GRADAGG_TIMEOUT=5 \
   GRADAGG_DRILL_ELEMENTS=4000000 -- stall 1 device
+# part LABEL LOG PATTERN COMMAND...: runs COMMAND into $out/LOG, adds its exit code to the status, and says LABEL
+# with the exit code and LOG's lines that match PATTERN (grep -E).
+part() {
+  local label=$1 log=$out/$2 pattern=$3
+  shift 3
+  "$@" >"$log" 2>&1
+  local code=$?
+  status=$((status | code))
+  say "$label: exit $code $(grep -hE "$pattern" "$log" | head -4 | tr '\n' ' ')"
+}
 for ranks in 2 3; do
-  timeout 120 "${run[@]}" -np $ranks -x GRADAGG_RANKS_PER_NODE=1 "$bin/gradagg_device_gpu_tests" \
-    --gtest_filter='*APeerThatNeverComes*' >"$out/phase2_timeout_${ranks}ranks.txt" 2>&1
-  code=$?
-  status=$((status | code))
-  say "phase 2 timeout on device transports, $ranks ranks: exit $code $(grep -hE 'PASSED|FAILED' \
-    "$out/phase2_timeout_${ranks}ranks.txt" | head -2 | tr '\n' ' ')"
+  part "phase 2 timeout on device transports, $ranks ranks" "phase2_timeout_${ranks}ranks.txt" 'PASSED|FAILED' \
+    timeout 120 "${run[@]}" -np $ranks -x GRADAGG_RANKS_PER_NODE=1 "$bin/gradagg_device_gpu_tests" \
+    --gtest_filter='*APeerThatNeverComes*'
 done
-
-MASTER_PORT=29681 timeout 400 "$root/test/python/resume_test.sh" mpirun python3 cuda >"$out/resume_cuda.txt" 2>&1
-code=$?
-status=$((status | code))
-say "resume on the GPU: exit $code $(grep -hE 'differ|PASS|FAILED' "$out/resume_cuda.txt" | tr '\n' ' ')"
-
+part "resume on the GPU" resume_cuda.txt 'differ|PASS|FAILED' \
+  env MASTER_PORT=29681 timeout 400 "$root/test/python/resume_test.sh" mpirun python3 cuda
 for per in 1 0; do
-  MASTER_PORT=$((29691 + per)) GRADAGG_TEST_DEVICE=cuda timeout 300 "${run[@]}" -np 2 -x GRADAGG_RANKS_PER_NODE=$per \
-    -x MASTER_PORT -x GRADAGG_TEST_DEVICE python3 "$root/test/python/test_ddp_features.py" \
-    >"$out/ddp_features_cuda_per$per.txt" 2>&1
-  code=$?
-  status=$((status | code))
-  say "DDP features on the GPU, ranks per node $per: exit $code $(grep -h 'PASS' "$out/ddp_features_cuda_per$per.txt")"
-  MASTER_PORT=$((29693 + per)) timeout 300 "${run[@]}" -np 2 -x GRADAGG_RANKS_PER_NODE=$per -x MASTER_PORT \
-    python3 "$root/test/python/test_ddp_gpu.py" >"$out/ddp_gpu_per$per.txt" 2>&1
-  code=$?
-  status=$((status | code))
-  say "bf16 parameters and GradScaler, ranks per node $per: exit $code $(grep -h 'PASS' "$out/ddp_gpu_per$per.txt")"
+  part "DDP features on the GPU, ranks per node $per" "ddp_features_cuda_per$per.txt" PASS \
+    env MASTER_PORT=$((29691 + per)) GRADAGG_TEST_DEVICE=cuda timeout 300 "${run[@]}" -np 2 \
+    -x GRADAGG_RANKS_PER_NODE=$per -x MASTER_PORT -x GRADAGG_TEST_DEVICE python3 \
+    "$root/test/python/test_ddp_features.py"
+  part "bf16 parameters and GradScaler, ranks per node $per" "ddp_gpu_per$per.txt" PASS \
+    env MASTER_PORT=$((29693 + per)) timeout 300 "${run[@]}" -np 2 -x GRADAGG_RANKS_PER_NODE=$per -x MASTER_PORT \
+    python3 "$root/test/python/test_ddp_gpu.py"
 done
 cat "$out/env.txt"
 exit $status

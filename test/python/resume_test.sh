@@ -14,15 +14,7 @@ for mode in whole first resume resume_without_hook_state; do
     "$python" "$here/resume.py" "$mode" 4 "$directory" "$device" || { echo "resume: FAILED: $mode"; exit 1; }
 done
 [ -f "$directory/whole.pt" ] || { echo "resume: SKIPPED (no PyTorch)"; exit 0; }
-# The checkpoint of 2 nodes loaded by 2 ranks of one node: refused at the first step, on every rank, saying why.
-if GRADAGG_RANKS_PER_NODE=0 timeout 120 "$mpiexec" -np 2 --oversubscribe -x GRADAGG_RANKS_PER_NODE -x MASTER_PORT \
-  "$python" "$here/resume.py" resume 4 "$directory" "$device" >"$directory/other_topology.txt" 2>&1; then
-  echo "resume: FAILED: a checkpoint of 2 nodes was taken by one node"
-  exit 1
-fi
-grep -m1 "resume on the same one" "$directory/other_topology.txt" ||
-  { cat "$directory/other_topology.txt"; echo "resume: FAILED: no clear refusal of another topology"; exit 1; }
-"$python" - "$directory" <<'EOF'
+"$python" - "$directory" <<'EOF' || exit 1
 import sys
 import torch
 directory = sys.argv[1]
@@ -36,5 +28,13 @@ if differing:
 if torch.equal(whole, fresh):
     print("resume: FAILED: leaving the hook's state out changes nothing, so the check cannot fail")
     sys.exit(1)
-print("resume: PASS")
 EOF
+# The checkpoint of 2 nodes loaded by 2 ranks of one node: refused at the first step, on every rank, saying why.
+if GRADAGG_RANKS_PER_NODE=0 timeout 120 "$mpiexec" -np 2 --oversubscribe -x GRADAGG_RANKS_PER_NODE -x MASTER_PORT \
+  "$python" "$here/resume.py" resume 4 "$directory" "$device" >"$directory/other_topology.txt" 2>&1; then
+  echo "resume: FAILED: a checkpoint of 2 nodes was taken by one node"
+  exit 1
+fi
+grep -m1 "resume on the same one" "$directory/other_topology.txt" ||
+  { cat "$directory/other_topology.txt"; echo "resume: FAILED: no clear refusal of another topology"; exit 1; }
+echo "resume: PASS"

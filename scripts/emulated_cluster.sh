@@ -15,6 +15,8 @@
 #   --subnet A.B.C the /24 the nodes live on (default 10.77.0; node i is A.B.C.(i+1))
 #   --keep-hostfile FILE  also write the hostfile to FILE
 # Waiting ranks yield the CPU (mpi_yield_when_idle): the emulated nodes share this host's few cores.
+# mpirun launches through the agent (plm rsh) whatever the environment selects: OMPI_MCA_plm=isolated, as on the
+# GPU machine, would otherwise fail for want of slots, or with --oversubscribe put every rank on node 0.
 # Needs root, iproute2 (ip, tc), util-linux (unshare) and Open MPI's mpirun. Exit status: mpirun's.
 set -euo pipefail
 
@@ -72,7 +74,7 @@ chmod +x "$workdir/agent"
 echo "# emulated cluster: $nodes nodes x $slots slots on $subnet.0/24, link ${rate:-unshaped}${delay:+, delay $delay}" >&2
 emulated_network_in 0 \
   mpirun --allow-run-as-root --hostfile "$workdir/hostfile" \
-  --mca plm_rsh_agent "$workdir/agent" --mca plm_rsh_no_tree_spawn 1 \
+  --mca plm rsh --mca plm_rsh_agent "$workdir/agent" --mca plm_rsh_no_tree_spawn 1 \
   --mca mpi_yield_when_idle 1 --mca btl tcp,self,vader --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24" \
   "$@" &
 child=$!

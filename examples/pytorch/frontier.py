@@ -25,7 +25,14 @@ def load(directory):
 
 
 def bits_of(run):
-    return float(run["bits_per_element"]) if run.get("bits_per_element") not in ("", None) else 32.0
+    """gradagg: what its hook counted; PyTorch's hooks: train_gpt.py's bytes per step over the elements a ring
+    allreduce of the whole gradient would carry (DDP 32, bf16 16, PowerSGD what its factors and vectors cost)."""
+    if run.get("bits_per_element") not in ("", None):
+        return float(run["bits_per_element"])
+    if "bytes_per_step" in run:
+        ranks = run["ranks"]
+        return 8 * run["bytes_per_step"] / (2 * (ranks - 1) / ranks * run["parameters"])
+    return 32.0
 
 
 def settings(runs):

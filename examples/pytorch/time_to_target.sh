@@ -1,64 +1,101 @@
 #!/usr/bin/env bash
 # Time to a target loss on a slow link, the reason gradagg exists: examples/pytorch/train_gpt.py on NODES emulated
-# nodes of one CPU rank each (scripts/emulated_cluster.sh, root), each link shaped to RATE, with DDP's allreduce
-# (gloo), PyTorch's PowerSGD hook and gradagg's 1-bit hook with gradagg.torch.AdamW, one after the other, the same
-# model, data, seed and recipe. Prints one table: seconds to the target validation loss (evaluations every
-# --eval-every steps; their time counts), the ratio to DDP, the bytes per step each rank sends across nodes (gradagg:
-# counted by the hook; DDP: a ring allreduce's 2 (N-1)/N x 4 bytes per parameter; PowerSGD: not counted), and the
-# final loss. The target is DDP's final validation loss plus TARGET_MARGIN (default 2%). A run whose JSON is in
-# OUT_DIR already is kept, not run again.
+# nodes of one rank each (scripts/emulated_cluster.sh, root), each link shaped to RATE, with DDP's allreduce (gloo),
+# PyTorch's PowerSGD hook and gradagg's 1-bit hook with gradagg.torch.AdamW, one after the other, the same model,
+# data, seed and recipe. The ranks run on CPUs, or share the GPUs where torch sees any. Prints one table: seconds to
+# the target validation loss (evaluations every --eval-every steps; their time counts), the ratio to DDP, the bytes
+# per step each rank sends (gradagg: counted by the hook; DDP and PyTorch's hooks: a ring allreduce of what they
+# reduce, train_gpt.py's bytes_per_step), and the last loss; with matplotlib, OUT_DIR/time_to_target.png. A run
+# whose JSON is in OUT_DIR already is kept, not run again.
 #   examples/pytorch/time_to_target.sh OUT_DIR [TRAIN_GPT_OPTIONS...]
-# Environment: RATE (default 1gbit), NODES (default 2), TARGET_MARGIN (default 0.02), RUNS (default "ddp powersgd
-# gradagg"), PYTHON (default /usr/bin/python3). Run from the repository root after scripts/build.sh.
+# Environment:
+#   RATE           link rate, tc syntax (default 1gbit)
+#   NODES          emulated nodes (default 2)
+#   RUNS           runs separated by ";", each "NAME [TRAIN_GPT_OPTIONS...]" (default "ddp;powersgd;gradagg"); without
+#                  options NAME picks: ddp, bf16, powersgd (rank 4 from step 120), gradagg (1 bit after 120 steps at
+#                  2 bits)
+#   TARGET         the target loss: each run stops when it reaches it (--target-loss); without it every run goes the
+#                  whole way and the target is DDP's last loss plus TARGET_MARGIN (default 2%)
+#   TIME_LIMIT     seconds of training after which a run stops (--time-limit); default none
+#   PYTHON         default /usr/bin/python3; GRADAGG_LIBRARY: default build/lib/libgradagg_c.so
+# Run from the repository root after scripts/build.sh (or with GRADAGG_LIBRARY and LD_LIBRARY_PATH set).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$1
 shift
 rate=${RATE:-1gbit} nodes=${NODES:-2} python=${PYTHON:-/usr/bin/python3}
 mkdir -p "$out"
-export PYTHONPATH="$root/python" GRADAGG_LIBRARY="$root/build/lib/libgradagg_c.so" MASTER_ADDR=10.79.0.1 \
-  GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1
-port=29950
-for run in ${RUNS:-ddp powersgd gradagg}; do
-  case "$run" in
-    ddp) options=(--exchange ddp) ;;
-    powersgd) options=(--exchange powersgd) ;;
-    gradagg) options=(--exchange gradagg --bits 1 --warmup-steps 120 --warmup-bits 2) ;;
-    *) echo "time_to_target: unknown run '$run' (ddp, powersgd, gradagg)" >&2; exit 2 ;;
-  esac
+export PYTHONPATH="$root/python" GRADAGG_LIBRARY="${GRADAGG_LIBRARY:-$root/build/lib/libgradagg_c.so}" \
+  LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" GRADAGG_NVLINK_SHARE_GPUS="${GRADAGG_NVLINK_SHARE_GPUS:-0}" \
+  MASTER_ADDR=10.79.0.1 GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1
+stop=()
+[ -z "${TARGET:-}" ] || stop+=(--target-loss "$TARGET")
+[ -z "${TIME_LIMIT:-}" ] || stop+=(--time-limit "$TIME_LIMIT")
+IFS=';' read -r -a runs <<<"${RUNS:-ddp;powersgd;gradagg}"
+names=() port=29950
+for run in "${runs[@]}"; do
+  read -r name options <<<"$run"
+  [[ "$name" =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "time_to_target: bad run name '$name' in RUNS" >&2; exit 2; }
+  if [ -z "$options" ]; then
+    case "$name" in
+      ddp) options="--exchange ddp" ;;
+      bf16) options="--exchange bf16" ;;
+      powersgd) options="--exchange powersgd" ;;
+      gradagg) options="--exchange gradagg --bits 1 --warmup-steps 120 --warmup-bits 2" ;;
+      *) echo "time_to_target: run '$name' needs options (known without: ddp, bf16, powersgd, gradagg)" >&2; exit 2 ;;
+    esac
+  fi
+  names+=("$name")
   port=$((port + 1))
-  if [ -s "$out/$run.json" ]; then echo "# $run: kept from $out/$run.json" >&2; continue; fi
-  echo "# $run at $rate" >&2
+  if [ -s "$out/$name.json" ]; then echo "# $name: kept from $out/$name.json" >&2; continue; fi
+  echo "# $name at $rate: $options" >&2
+  # shellcheck disable=SC2086  # options is a word list
   MASTER_PORT=$port "$root/scripts/emulated_cluster.sh" --nodes "$nodes" --slots 1 --rate "$rate" --prefix gattt \
-    --subnet 10.79.0 -- -np "$nodes" -x PYTHONPATH -x GRADAGG_LIBRARY -x MASTER_ADDR -x MASTER_PORT \
-    -x GLOO_SOCKET_IFNAME -x OMP_NUM_THREADS "$python" "$root/examples/pytorch/train_gpt.py" --threads 1 \
-    "${options[@]}" --json "$out/$run.json" "$@" >"$out/$run.log" 2>&1 ||
-    { tail -n 20 "$out/$run.log" >&2; exit 1; }
+    --subnet 10.79.0 -- -np "$nodes" -x PYTHONPATH -x GRADAGG_LIBRARY -x LD_LIBRARY_PATH -x MASTER_ADDR \
+    -x MASTER_PORT -x GLOO_SOCKET_IFNAME -x OMP_NUM_THREADS -x GRADAGG_NVLINK_SHARE_GPUS \
+    "$python" "$root/examples/pytorch/train_gpt.py" --threads 1 $options "${stop[@]}" \
+    --json "$out/$name.json" "$@" >"$out/$name.log" 2>&1 || { tail -n 20 "$out/$name.log" >&2; exit 1; }
 done
-# shellcheck disable=SC2086  # RUNS is a list
-"$python" - "$out" "$rate" "$nodes" "${TARGET_MARGIN:-0.02}" ${RUNS:-ddp powersgd gradagg} <<'PY' | tee "$out/table.md"
+"$python" - "$out" "$rate" "$nodes" "${TARGET:-}" "${TARGET_MARGIN:-0.02}" "${names[@]}" <<'PY' | tee "$out/table.md"
 import json, os, sys
-out, rate, nodes, margin, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5:]
-results = {run: json.load(open(os.path.join(out, run + ".json"))) for run in runs}
-ddp = results.get("ddp")
-target = (ddp or results[runs[0]])["final_validation_loss"] * (1 + margin)
-parameters = next(iter(results.values()))["parameters"]
-def bytes_per_step(run, r):
-    if run == "ddp":
-        return 2 * (nodes - 1) / nodes * 4 * parameters
-    if run == "gradagg":
-        return r["bits_per_element"] / 8 * parameters  # what the hook counted, per element of gradient
-    return None
-print(f"{nodes} nodes at {rate}, {parameters} parameters; target: validation loss {target:.4f} "
-      f"(DDP's final {'+' if margin >= 0 else ''}{margin:.0%})\n")
-print("| exchange | seconds to target | x DDP | bytes per step per rank | final loss | seconds, whole run |")
+out, rate, nodes, target, margin, names = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], \
+    float(sys.argv[5]), sys.argv[6:]
+results = {name: json.load(open(os.path.join(out, name + ".json"))) for name in names}
+first = next(iter(results.values()))
+baseline = next((name for name, r in results.items() if r["args"]["exchange"] == "ddp"), None)
+if target:
+    target, how = float(target), "given"
+else:
+    target = results[baseline or names[0]]["final_validation_loss"] * (1 + margin)
+    how = f"{baseline or names[0]}'s last {'+' if margin >= 0 else ''}{margin:.0%}"
+print(f"{nodes} nodes of one rank at {rate}, {first.get('device', 'cpu')}, torch {first.get('torch', '?')}, "
+      f"{first['parameters']} parameters; target: validation loss {target:.4f} ({how})\n")
+print("| run | seconds to target | x DDP | steps to target | bytes per step per rank | last loss (step) |")
 print("| --- | --- | --- | --- | --- | --- |")
-reached = {}
-for run, r in results.items():
-    hit = next((row["seconds"] for row in r["rows"] if row["validation_loss"] <= target), None)
-    reached[run] = hit
-    b = bytes_per_step(run, r)
-    ratio = f"{reached['ddp'] / hit:.2f}" if hit and reached.get("ddp") else ""
-    print(f"| {r['label']} | {hit if hit is not None else 'not reached'} | {ratio} | "
-          f"{f'{b / 2**20:.2f} MiB' if b else ''} | {r['final_validation_loss']} | {r['seconds']} |")
+hits = {name: next((row for row in r["rows"] if row["validation_loss"] <= target), None)
+        for name, r in results.items()}
+for name, r in results.items():
+    hit, base = hits[name], hits.get(baseline) if baseline else None
+    ratio = f"{base['seconds'] / hit['seconds']:.2f}" if hit and base else ""
+    sent = r.get("bytes_per_step")
+    reached = hit["seconds"] if hit else f"not reached in {r['seconds']} s"
+    print(f"| {name} ({r['label']}) | {reached} | {ratio} | {hit['step'] if hit else ''} | "
+          f"{f'{sent / 2**20:.3f} MiB' if sent else ''} | {r['final_validation_loss']} ({r['rows'][-1]['step']}) |")
+try:  # the figure, where matplotlib is at hand
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError:
+    sys.exit(0)
+figure, axis = plt.subplots(figsize=(7, 4.5))
+for name, r in results.items():
+    axis.plot([row["seconds"] for row in r["rows"]], [row["validation_loss"] for row in r["rows"]], marker=".",
+              label=f"{name} ({r['label']})")
+axis.axhline(target, color="gray", linestyle="--", linewidth=0.8, label=f"target {target:.3f}")
+axis.set_xlabel(f"seconds of training, {nodes} nodes at {rate}")
+axis.set_ylabel("validation loss (nats/byte)")
+axis.set_ylim(top=min(3.0, max(row["validation_loss"] for r in results.values() for row in r["rows"])))
+axis.legend(fontsize=7)
+figure.tight_layout()
+figure.savefig(os.path.join(out, "time_to_target.png"), dpi=120)
 PY

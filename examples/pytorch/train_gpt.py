@@ -11,7 +11,9 @@ validation text. Each rank draws its own windows (seeded by --seed and its rank)
 recipe: AdamW, betas 0.9 / 0.95, weight decay 0.1 on matrices only, linear warm-up over --lr-warmup steps then
 cosine to 10% of --lr, gradient clipping at --clip, bf16 autocast on GPUs. Rank 0 prints a line per evaluation and,
 with --csv, appends rows (step, seconds, validation loss, bits per element sent so far) to a CSV file; --json writes
-a summary.
+a summary (with the bytes each rank sent per step). With --target-loss the run stops at the first evaluation that
+reaches it, with --time-limit at the first one past that time: the seconds are training time, earlier evaluations
+included (examples/pytorch/time_to_target.sh).
 """
 import argparse
 import contextlib
@@ -59,6 +61,10 @@ def parse_args(argv=None):
     parser.add_argument("--clip", type=float, default=1.0, help="global gradient-norm clipping (0: none)")
     parser.add_argument("--eval-every", type=int, default=100)
     parser.add_argument("--eval-batches", type=int, default=20)
+    parser.add_argument("--target-loss", type=float, default=None,
+                        help="stop at the first evaluation whose validation loss is at or below this (time to target)")
+    parser.add_argument("--time-limit", type=float, default=None,
+                        help="stop at the first evaluation after this many seconds of training (rank 0's clock)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--data", default=None, help="a folder of *.py files (default: this Python's stdlib)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads per rank on CPUs (0: torch's choice)")
@@ -71,6 +77,8 @@ def parse_args(argv=None):
         parser.error("sizes and counts must be positive, and --dim a multiple of --heads")
     if args.lr <= 0 or args.warmup_steps < 0 or args.lr_warmup < 0 or args.clip < 0:
         parser.error("--lr must be > 0; --warmup-steps, --lr-warmup and --clip >= 0")
+    if any(value is not None and value <= 0 for value in (args.target_loss, args.time_limit)):
+        parser.error("--target-loss and --time-limit must be > 0")
     return args
 
 
@@ -141,6 +149,29 @@ def learning_rate(args, step):
     return args.lr * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
+def bytes_per_step(args, model, steps, size, state):
+    """Bytes a rank sends to the other ranks per step, averaged over the steps run: what gradagg's hook counted; for
+    DDP's allreduce and PyTorch's hooks, a ring allreduce's 2 (N - 1) / N of the elements they reduce (PowerSGD: P and
+    Q of each matrix it compresses, by its own rule, and the rest whole, from --powersgd-start on)."""
+    parameters = list(model.parameters())
+    elements = sum(p.numel() for p in parameters)
+    if args.exchange == "gradagg":
+        return state.bits_per_element() / 8 * elements
+    ring = 2 * (size - 1) / size
+    if args.exchange == "ddp":
+        return ring * 4 * elements
+    if args.exchange == "bf16":
+        return ring * 2 * elements
+    compressed = 0
+    for p in parameters:
+        n, m = p.shape[0], p.numel() // p.shape[0]
+        rank = min(n, m, args.powersgd_rank)
+        small = (n + m) * rank
+        compressed += small if p.dim() > 1 and small * 2 < n * m else p.numel()  # min_compression_rate 2
+    whole = min(steps, args.powersgd_start)
+    return ring * 4 * (whole * elements + (steps - whole) * compressed) / steps
+
+
 def label_of(args):
     if args.label:
         return args.label
@@ -166,7 +197,15 @@ def main(argv=None):
     train_text, validation_text = load_text(args.data)
     torch.manual_seed(args.seed)
     model = GPT(args.layers, args.dim, args.heads, args.context).to(device)
-    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    bucket_cap_mb = 25  # DDP's default
+    if args.exchange == "powersgd":
+        # PowerSGD's hook starts a bucket's second allreduce from the first one's callback, so with several buckets
+        # the ranks can issue their collectives in different orders; gloo then aborts ("Received data size doesn't
+        # match expected size") at the first compressed step, as seen on CPUs and on the GPU machine. One bucket
+        # (DDP's first-bucket limit included) leaves a single chain of collectives.
+        bucket_cap_mb = 1 << 20
+        dist._DEFAULT_FIRST_BUCKET_BYTES = bucket_cap_mb << 20
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
@@ -199,19 +238,23 @@ def main(argv=None):
                 else contextlib.nullcontext())
     generator = torch.Generator().manual_seed(args.seed * 1000 + rank)
 
-    def evaluate():
+    def evaluate(seconds):
+        """The validation loss over every rank's batches, and rank 0's training clock: the same on every rank, so
+        all stop at the same evaluation."""
         model.eval()
-        total = torch.zeros(1, device=device)
+        total = torch.zeros(2, device=device)
         evaluation = torch.Generator().manual_seed(12345 + rank)
         with torch.no_grad(), autocast:
             for _ in range(args.eval_batches):
                 inputs, targets = batch_of(validation_text, evaluation, args.batch, args.context, device)
-                total += F.cross_entropy(model(inputs).float().view(-1, 256), targets.reshape(-1))
+                total[0] += F.cross_entropy(model(inputs).float().view(-1, 256), targets.reshape(-1))
+        if rank == 0:
+            total[1] = seconds
         dist.all_reduce(total)
         model.train()
-        return total.item() / (args.eval_batches * size)
+        return total[0].item() / (args.eval_batches * size), total[1].item()
 
-    rows, started, loss = [], time.time(), None
+    rows, started, loss, stopped, steps_run = [], time.time(), None, "steps", 0
     for step in range(args.steps):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(args, step)
@@ -226,8 +269,7 @@ def main(argv=None):
         if (step + 1) % args.eval_every == 0 or step + 1 == args.steps:
             if device.type == "cuda":
                 torch.cuda.synchronize()
-            seconds = time.time() - started
-            validation = evaluate()
+            validation, seconds = evaluate(time.time() - started)
             bits = state.bits_per_element() if state is not None else None
             rows.append({"step": step + 1, "seconds": round(seconds, 2), "validation_loss": round(validation, 4),
                          "bits_per_element": round(bits, 3) if bits is not None else ""})
@@ -235,6 +277,13 @@ def main(argv=None):
                 print(f"train_gpt: step {step + 1} train {loss.item():.4f} validation {validation:.4f} "
                       f"({seconds:.1f} s{f', {bits:.2f} bits per element' if bits is not None else ''})",
                       flush=True)
+            steps_run = step + 1
+            if args.target_loss is not None and validation <= args.target_loss:
+                stopped = "target"
+                break
+            if args.time_limit is not None and seconds >= args.time_limit:
+                stopped = "time limit"
+                break
     if rank == 0:
         label = label_of(args)
         parameters = sum(p.numel() for p in model.parameters())
@@ -248,12 +297,15 @@ def main(argv=None):
                             f"{row['bits_per_element']}\n")
         summary = {"label": label, "seed": args.seed, "ranks": size, "parameters": parameters,
                    "final_validation_loss": rows[-1]["validation_loss"], "seconds": rows[-1]["seconds"],
-                   "bits_per_element": rows[-1]["bits_per_element"], "args": vars(args), "rows": rows}
+                   "bits_per_element": rows[-1]["bits_per_element"], "steps": steps_run, "stopped": stopped,
+                   "bytes_per_step": round(bytes_per_step(args, model, steps_run, size, state)),
+                   "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                   "torch": torch.__version__, "args": vars(args), "rows": rows}
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(summary, f, indent=1)
         print(f"train_gpt: {label}, seed {args.seed}, {parameters} parameters: validation {rows[-1]['validation_loss']}"
-              f" after {args.steps} steps")
+              f" after {steps_run} steps ({stopped})")
     if state is not None:
         for aggregator in state.aggregators.values():
             aggregator.close()

@@ -27,6 +27,27 @@ weight_decay as torch's do; every group's beta1 must be the hook's momentum.
 import torch
 
 
+_CPU_CHUNK = 1 << 18  # elements
+
+
+def _chunks(params):
+    """On GPUs the whole list, one multi-tensor kernel per operation. On CPUs lists of at most _CPU_CHUNK elements
+    (or one larger tensor): a step makes several passes, and over a chunk they find its tensors still in the cache;
+    over the whole model each pass would read them from memory (a 3.2M GPT: 36 ms a step against 21 while the second
+    moment learns)."""
+    if not params or params[0].device.type != "cpu":
+        yield params
+        return
+    chunk, elements = [], 0
+    for p in params:
+        if chunk and elements + p.numel() > _CPU_CHUNK:
+            yield chunk
+            chunk, elements = [], 0
+        chunk.append(p)
+        elements += p.numel()
+    yield chunk
+
+
 class AdamW(torch.optim.Optimizer):
     """AdamW on the momentum that gradagg's hook returns (see the module's text). `hook_state` is the GradaggState
     registered with the model's comm hook; its momentum must equal beta1."""
@@ -52,6 +73,7 @@ class AdamW(torch.optim.Optimizer):
         if variance_steps is None and hook_state.bits < 32:
             variance_steps = hook_state.warmup_steps
         self.variance_steps = variance_steps
+        self._frozen = {}  # parameter -> ((variance step, beta2, eps), its denominator), once v is frozen
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
@@ -61,10 +83,12 @@ class AdamW(torch.optim.Optimizer):
             if not 0.0 <= beta2 < 1.0:
                 raise ValueError(f"gradagg.torch: beta2 must be in [0, 1), not {beta2}")
 
-    def _gradients(self):
-        """(parameter, group, its state, the recovered averaged gradient g) for every parameter with a p.grad."""
+    def _cohorts(self):
+        """The parameters with a p.grad, in lists that step together: per parameter group and step count (one list
+        per group unless some parameters missed steps). Yields the group and lists of the parameters, their p.grad
+        (the hook's m), their states, previous m and second moments."""
         for group in self.param_groups:
-            beta1 = group["betas"][0]
+            cohorts = {}
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -76,7 +100,16 @@ class AdamW(torch.optim.Optimizer):
                     state["variance_step"] = 0
                     state["previous"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                     state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                yield p, group, state, p.grad - beta1 * state["previous"]
+                cohorts.setdefault((state["step"], state["variance_step"]), []).append(p)
+            for cohort in cohorts.values():
+                for params in _chunks(cohort):
+                    states = [self.state[p] for p in params]
+                    yield (group, params, [p.grad for p in params], states, [s["previous"] for s in states],
+                           [s["exp_avg_sq"] for s in states])
+
+    def _learns(self, states):
+        """Whether the second moment of a cohort learns in this step."""
+        return self.variance_steps is None or states[0]["step"] < self.variance_steps
 
     def _variance_learns(self):
         """Whether this step updates the second moment (then g is the averaged gradient to float32 or warm-up
@@ -84,43 +117,78 @@ class AdamW(torch.optim.Optimizer):
         steps = [state["step"] for state in self.state.values() if "step" in state]
         return self.variance_steps is None or (max(steps) if steps else 0) < self.variance_steps
 
+    def _denominators(self, params, states, exp_avg_sqs, beta2, eps):
+        """sqrt(v / (1 - beta2^t_v)) + eps per parameter. A frozen v does not change, so after the warm-up these are
+        kept (outside the state_dict; remade after a load) and read instead of made again."""
+        key = (states[0]["variance_step"], beta2, eps)
+        kept = [self._frozen.get(p) for p in params]
+        if all(k is not None and k[0] == key for k in kept):
+            return [k[1] for k in kept]
+        second = 1.0 - beta2 ** key[0] if key[0] else 1.0
+        denominators = torch._foreach_div(exp_avg_sqs, second)
+        torch._foreach_sqrt_(denominators)
+        torch._foreach_add_(denominators, eps)
+        if self.variance_steps is not None and states[0]["step"] >= self.variance_steps:  # frozen from here on
+            self._frozen.update((p, (key, d)) for p, d in zip(params, denominators))
+        return denominators
+
+    def load_state_dict(self, state_dict):
+        self._frozen.clear()
+        super().load_state_dict(state_dict)
+
     @torch.no_grad()
     def step(self, closure=None):
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        scale = 1.0
-        if self.max_grad_norm is not None and self._variance_learns():
-            squares = [g.float().square().sum() for _, _, _, g in self._gradients()]
+        cohorts = list(self._cohorts())
+        learns = self._variance_learns()
+        def gradient(group, momenta, states, previous):
+            """g = m - beta1 m_previous, the step's averaged gradient: needed while v learns, or to add L2 to."""
+            if self._learns(states) or (group["weight_decay"] and not self.decoupled_weight_decay):
+                return torch._foreach_sub(momenta, torch._foreach_mul(previous, group["betas"][0]))
+            return None
+
+        scale, gradients = 1.0, None
+        if self.max_grad_norm is not None and learns:  # the norm needs every g first
+            gradients = [gradient(group, momenta, states, previous)
+                         for group, _, momenta, states, previous, _ in cohorts]
+            squares = [g.float().square().sum() for gs in gradients for g in gs]
             if squares:
                 norm = float(torch.stack(squares).sum().sqrt())
                 scale = min(1.0, self.max_grad_norm / (norm + 1e-6))
-        for p, group, state, g in self._gradients():
+        for index, (group, params, momenta, states, previous, exp_avg_sqs) in enumerate(cohorts):
             beta1, beta2 = group["betas"]
             lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
-            momentum = p.grad
-            changed = scale != 1.0 or (weight_decay and not self.decoupled_weight_decay)
+            l2 = bool(weight_decay) and not self.decoupled_weight_decay
+            g = gradients[index] if gradients is not None else gradient(group, momenta, states, previous)
             if scale != 1.0:
-                g.mul_(scale)
-            if weight_decay and not self.decoupled_weight_decay:
-                g.add_(p, alpha=weight_decay)
-            if changed:  # what was applied becomes the hook's momentum too
-                momentum = g.add(state["previous"], alpha=beta1)
-                hook_momentum = self.hook_state.momentum_of(p)
-                if hook_momentum is not None:
-                    hook_momentum.copy_(momentum)
-            state["step"] += 1
-            if self.variance_steps is None or state["step"] <= self.variance_steps:
-                state["exp_avg_sq"].mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
-                state["variance_step"] = state["step"]
+                torch._foreach_mul_(g, scale)
+            if l2:
+                torch._foreach_add_(g, params, alpha=weight_decay)
+            if scale != 1.0 or l2:  # what was applied becomes the hook's momentum too
+                momenta = torch._foreach_add(g, previous, alpha=beta1)
+                for p, momentum in zip(params, momenta):
+                    hook_momentum = self.hook_state.momentum_of(p)
+                    if hook_momentum is not None:
+                        hook_momentum.copy_(momentum)
+            learning = self._learns(states)
+            step = states[0]["step"] + 1
+            for state in states:
+                state["step"] = step
+            if learning:
+                torch._foreach_mul_(exp_avg_sqs, beta2)
+                torch._foreach_addcmul_(exp_avg_sqs, g, g, value=1.0 - beta2)
+                for state in states:
+                    state["variance_step"] = step
             if weight_decay and self.decoupled_weight_decay:
-                p.mul_(1.0 - lr * weight_decay)
-            first = (1.0 - beta1) / (1.0 - beta1 ** state["step"])
-            second = 1.0 - beta2 ** state["variance_step"] if state["variance_step"] else 1.0
-            denominator = (state["exp_avg_sq"] / second).sqrt_().add_(eps)
-            p.addcdiv_(momentum, denominator, value=-lr * first)
-            state["previous"].copy_(momentum)
+                torch._foreach_mul_(params, 1.0 - lr * weight_decay)
+            first = (1.0 - beta1) / (1.0 - beta1 ** step)
+            torch._foreach_addcdiv_(params, momenta, self._denominators(params, states, exp_avg_sqs, beta2, eps),
+                                    value=-lr * first)
+            for old, momentum in zip(previous, momenta):
+                old.copy_(momentum)
         return loss
 
 

@@ -5,7 +5,8 @@
   2. the pairings that would train wrong are refused with a message: amsgrad, beta1 other than the hook's momentum, a
      1-bit hook without a warm-up, torch's AdamW behind a 1-bit hook, a momentum in both hook and optimizer;
   3. the warm-up's second moment is frozen after it, and bits_per_element counts the warm-up: 2 steps at 32 bits
-     and 2 at 1 bit, between 2 nodes, average between 1 and 32 bits.
+     and 2 at 1 bit, between 2 nodes, average between 1 and 32 bits;
+  4. every step is Adam's formula with the second moment frozen after the warm-up, in chunks of any size.
 
   mpirun -np 2 python3 test_torch_adam.py     (GRADAGG_RANKS_PER_NODE=1 makes the 2 ranks 2 nodes)
 Prints "python_torch_adam_test: PASS" on rank 0 when every rank passed.
@@ -99,11 +100,59 @@ def check_warmup_and_bits(rank, size):
     close(hook)
 
 
+class SettingsOnly:
+    """A hook state that only gives the optimizer its settings: the steps below hand it p.grad directly."""
+    bits, momentum, warmup_steps = 1, 0.9, 3
+
+    def momentum_of(self, parameter):
+        return None
+
+
+def check_frozen_steps(rank):
+    """Every step against Adam's formula written out per parameter, the second moment frozen after 3 steps: on CPUs
+    the optimizer works in chunks of parameters and keeps the frozen denominators, so chunks of one tensor, of
+    several, and the whole list each run 8 steps, with a parameter that misses a step (it then lags by one)."""
+    import gradagg.torch_adam as torch_adam
+    lr, beta1, beta2, eps, decay = 0.01, 0.9, 0.95, 1e-8, 0.1
+    for chunk in (1, 100, 1 << 40):
+        torch_adam._CPU_CHUNK, saved = chunk, torch_adam._CPU_CHUNK
+        try:
+            generator = torch.Generator().manual_seed(7 + rank)
+            params = [torch.nn.Parameter(torch.randn(shape, generator=generator)) for shape in ((6, 5), (5,), (9,))]
+            reference = [{"p": p.detach().clone(), "previous": torch.zeros_like(p), "v": torch.zeros_like(p),
+                          "step": 0, "variance_step": 0} for p in params]
+            optimizer = gradagg.torch.AdamW(params, SettingsOnly(), lr=lr, betas=(beta1, beta2), eps=eps,
+                                            weight_decay=decay)
+            for step in range(8):
+                for index, (p, r) in enumerate(zip(params, reference)):
+                    p.grad = None if (index == 2 and step == 1) else torch.randn(p.shape, generator=generator)
+                    if p.grad is None:
+                        continue
+                    m = p.grad
+                    r["step"] += 1
+                    if r["step"] <= SettingsOnly.warmup_steps:
+                        g = m - beta1 * r["previous"]
+                        r["v"] = beta2 * r["v"] + (1 - beta2) * g * g
+                        r["variance_step"] = r["step"]
+                    first = (1 - beta1) / (1 - beta1 ** r["step"])
+                    denominator = (r["v"] / (1 - beta2 ** r["variance_step"])).sqrt() + eps
+                    r["p"] = r["p"] * (1 - lr * decay) - lr * first * m / denominator
+                    r["previous"] = m.clone()
+                optimizer.step()
+                for index, (p, r) in enumerate(zip(params, reference)):
+                    assert torch.allclose(p, r["p"], rtol=1e-6, atol=1e-7), (
+                        f"chunks of {chunk}: parameter {index} after step {step + 1} differs from the formula by "
+                        f"{(p - r['p']).abs().max().item()}")
+        finally:
+            torch_adam._CPU_CHUNK = saved
+
+
 def main():
     return torch_checks.run("python_torch_adam_test", [
         ("same as torch", lambda rank, size: check_same_as_torch(rank)),
         ("refusals", lambda rank, size: check_refusals(rank)),
-        ("warm-up and bits", check_warmup_and_bits)], 29521)
+        ("warm-up and bits", check_warmup_and_bits),
+        ("frozen steps", lambda rank, size: check_frozen_steps(rank))], 29521)
 
 
 if __name__ == "__main__":

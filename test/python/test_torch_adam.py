@@ -111,21 +111,25 @@ class SettingsOnly:
 def check_frozen_steps(rank):
     """Every step against Adam's formula written out per parameter, the second moment frozen after 3 steps: on CPUs
     the optimizer works in chunks of parameters and keeps the frozen denominators, so chunks of one tensor, of
-    several, and the whole list each run 8 steps, with a parameter that misses a step (it then lags by one)."""
+    several, and the whole list each run 8 steps, with a parameter that misses a step (it then lags by one); on a GPU
+    (where torch sees one) the whole list, through torch's multi-tensor kernels."""
     import gradagg.torch_adam as torch_adam
     lr, beta1, beta2, eps, decay = 0.01, 0.9, 0.95, 1e-8, 0.1
-    for chunk in (1, 100, 1 << 40):
+    runs = [("cpu", 1), ("cpu", 100), ("cpu", 1 << 40)] + ([("cuda", 0)] if torch.cuda.is_available() else [])
+    for device, chunk in runs:
         torch_adam._CPU_CHUNK, saved = chunk, torch_adam._CPU_CHUNK
         try:
             generator = torch.Generator().manual_seed(7 + rank)
-            params = [torch.nn.Parameter(torch.randn(shape, generator=generator)) for shape in ((6, 5), (5,), (9,))]
+            params = [torch.nn.Parameter(torch.randn(shape, generator=generator).to(device))
+                      for shape in ((6, 5), (5,), (9,))]
             reference = [{"p": p.detach().clone(), "previous": torch.zeros_like(p), "v": torch.zeros_like(p),
                           "step": 0, "variance_step": 0} for p in params]
             optimizer = gradagg.torch.AdamW(params, SettingsOnly(), lr=lr, betas=(beta1, beta2), eps=eps,
                                             weight_decay=decay)
             for step in range(8):
                 for index, (p, r) in enumerate(zip(params, reference)):
-                    p.grad = None if (index == 2 and step == 1) else torch.randn(p.shape, generator=generator)
+                    fresh = torch.randn(p.shape, generator=generator).to(device)
+                    p.grad = None if (index == 2 and step == 1) else fresh
                     if p.grad is None:
                         continue
                     m = p.grad
@@ -141,8 +145,8 @@ def check_frozen_steps(rank):
                 optimizer.step()
                 for index, (p, r) in enumerate(zip(params, reference)):
                     assert torch.allclose(p, r["p"], rtol=1e-6, atol=1e-7), (
-                        f"chunks of {chunk}: parameter {index} after step {step + 1} differs from the formula by "
-                        f"{(p - r['p']).abs().max().item()}")
+                        f"{device}, chunks of {chunk}: parameter {index} after step {step + 1} differs from the "
+                        f"formula by {(p - r['p']).abs().max().item()}")
         finally:
             torch_adam._CPU_CHUNK = saved
 

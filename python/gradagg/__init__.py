@@ -15,6 +15,7 @@ import ctypes
 import itertools
 import os
 import sys
+import time
 import weakref
 
 from . import _capi
@@ -48,6 +49,9 @@ def init():
     return provided.value
 
 
+_ABORT_GRACE_S = 1.0  # seconds between the last word of an aborting rank and MPI_Abort
+
+
 def _abort_on_uncaught(kind, value, traceback):
     """sys.excepthook while gradagg is imported: an uncaught exception on a rank with an open Aggregator prints as
     usual, then ends every rank (MPI_Abort), as `python -m mpi4py` does; the other ranks would otherwise wait in
@@ -57,6 +61,9 @@ def _abort_on_uncaught(kind, value, traceback):
         rank = os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "?"))
         sys.stderr.write(f"gradagg: rank {rank}: uncaught {kind.__name__}; ending every rank (MPI_Abort)\n")
         sys.stderr.flush()
+        # Open MPI forwards a rank's output through its daemon, and an abort can tear the job down before that has
+        # reached mpirun: on the GPU machine the traceback above was lost that way twice. A moment first.
+        time.sleep(_ABORT_GRACE_S)
         _capi.lib.gradagg_mpi_abort(1)
 
 

@@ -15,7 +15,6 @@ import ctypes
 import itertools
 import os
 import sys
-import time
 import weakref
 
 from . import _capi
@@ -49,22 +48,25 @@ def init():
     return provided.value
 
 
-_ABORT_GRACE_S = 1.0  # seconds between the last word of an aborting rank and MPI_Abort
-
-
 def _abort_on_uncaught(kind, value, traceback):
     """sys.excepthook while gradagg is imported: an uncaught exception on a rank with an open Aggregator prints as
     usual, then ends every rank (MPI_Abort), as `python -m mpi4py` does; the other ranks would otherwise wait in
     their next call until GRADAGG_TIMEOUT. GRADAGG_ABORT_ON_EXCEPTION=0 turns it off."""
-    _previous_excepthook(kind, value, traceback)
-    if _open and os.environ.get("GRADAGG_ABORT_ON_EXCEPTION", "1") != "0":
+    if not _open or os.environ.get("GRADAGG_ABORT_ON_EXCEPTION", "1") == "0":
+        _previous_excepthook(kind, value, traceback)
+        return
+    # A hook that wraps this one may point sys.stderr at a buffer that it writes out once this one returns:
+    # torch.distributed's init_process_group (torch 2) does, to put the rank before each line. This one does not
+    # return, so the traceback and its line go to the process's own stderr (on the GPU machine they were lost).
+    wrapped, sys.stderr = sys.stderr, sys.__stderr__ or sys.stderr
+    try:
+        _previous_excepthook(kind, value, traceback)
         rank = os.environ.get("OMPI_COMM_WORLD_RANK", os.environ.get("PMI_RANK", "?"))
         sys.stderr.write(f"gradagg: rank {rank}: uncaught {kind.__name__}; ending every rank (MPI_Abort)\n")
         sys.stderr.flush()
-        # Open MPI forwards a rank's output through its daemon, and an abort can tear the job down before that has
-        # reached mpirun: on the GPU machine the traceback above was lost that way twice. A moment first.
-        time.sleep(_ABORT_GRACE_S)
-        _capi.lib.gradagg_mpi_abort(1)
+    finally:
+        sys.stderr = wrapped
+    _capi.lib.gradagg_mpi_abort(1)
 
 
 _previous_excepthook = sys.excepthook

@@ -13,7 +13,7 @@
 #   NODES          emulated nodes (default 2)
 #   RUNS           runs separated by ";", each "NAME [TRAIN_GPT_OPTIONS...]" (default "ddp;powersgd;gradagg"); without
 #                  options NAME picks: ddp, bf16, powersgd (rank 4 from step 120), gradagg (1 bit after 120 steps at
-#                  2 bits)
+#                  2 bits); such names alone may be separated by spaces
 #   TARGET         the target loss: each run stops when it reaches it (--target-loss); without it every run goes the
 #                  whole way and the target is DDP's last loss plus TARGET_MARGIN (default 2%)
 #   TIME_LIMIT     seconds of training after which a run stops (--time-limit); default none
@@ -31,7 +31,11 @@ export PYTHONPATH="$root/python" GRADAGG_LIBRARY="${GRADAGG_LIBRARY:-$root/build
 stop=()
 [ -z "${TARGET:-}" ] || stop+=(--target-loss "$TARGET")
 [ -z "${TIME_LIMIT:-}" ] || stop+=(--time-limit "$TIME_LIMIT")
-IFS=';' read -r -a runs <<<"${RUNS:-ddp;powersgd;gradagg}"
+runs_text=${RUNS:-ddp;powersgd;gradagg}
+# Known names alone may also be separated by spaces ("ddp gradagg"), as the records of the first runs wrote them.
+[[ "$runs_text" == *";"* || ! "$runs_text" =~ ^[[:space:]]*((ddp|bf16|powersgd|gradagg)[[:space:]]*)+$ ]] ||
+  runs_text=$(echo "$runs_text" | xargs | tr ' ' ';')
+IFS=';' read -r -a runs <<<"$runs_text"
 names=() port=29950
 for run in "${runs[@]}"; do
   read -r name options <<<"$run"

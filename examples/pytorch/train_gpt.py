@@ -254,7 +254,7 @@ def main(argv=None):
         model.train()
         return total[0].item() / (args.eval_batches * size), total[1].item()
 
-    rows, started, loss, stopped, steps_run = [], time.time(), None, "steps", 0
+    rows, started, loss, stopped = [], time.time(), None, "steps"
     for step in range(args.steps):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(args, step)
@@ -277,13 +277,13 @@ def main(argv=None):
                 print(f"train_gpt: step {step + 1} train {loss.item():.4f} validation {validation:.4f} "
                       f"({seconds:.1f} s{f', {bits:.2f} bits per element' if bits is not None else ''})",
                       flush=True)
-            steps_run = step + 1
             if args.target_loss is not None and validation <= args.target_loss:
                 stopped = "target"
                 break
             if args.time_limit is not None and seconds >= args.time_limit:
                 stopped = "time limit"
                 break
+    steps_run = rows[-1]["step"]  # the last step evaluates, so the last row is where the run stopped
     if rank == 0:
         label = label_of(args)
         parameters = sum(p.numel() for p in model.parameters())
@@ -309,8 +309,20 @@ def main(argv=None):
     if state is not None:
         for aggregator in state.aggregators.values():
             aggregator.close()
-    dist.destroy_process_group()
+
+
+def end_without_teardown():
+    """Finalises MPI and ends the process without tearing torch down. torch 1.13's ProcessGroupGloo destructor joins
+    its worker threads while holding the GIL, and a worker still freeing a tensor that Python has let go of waits
+    for the GIL: at exit one rank then hung until killed (a DDP run, and CI's gpt_adamw_one_bit; the stack is in
+    bench/results/time_to_target_cpu_1gbit/exit_hang_stack.txt). The process group stays registered until here, so
+    DDP's Reducer is never its last owner, and nothing destroys it."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    gradagg.finalize()
+    os._exit(0)
 
 
 if __name__ == "__main__":
     main()
+    end_without_teardown()

@@ -144,6 +144,7 @@ class AdamW(torch.optim.Optimizer):
                 loss = closure()
         cohorts = list(self._cohorts())
         learns = self._variance_learns()
+
         def gradient(group, momenta, states, previous):
             """g = m - beta1 m_previous, the step's averaged gradient: needed while v learns, or to add L2 to."""
             if self._learns(states) or (group["weight_decay"] and not self.decoupled_weight_decay):

@@ -3,7 +3,7 @@ line: DDP's own allreduce, PyTorch's bf16-compression or PowerSGD hook, or grada
 gradagg.torch.AdamW, 1-bit Adam's mechanism, or torch's AdamW).
 
     mpirun -np 2 python3 examples/pytorch/train_gpt.py --exchange ddp
-    mpirun -np 2 python3 examples/pytorch/train_gpt.py --exchange gradagg --bits 1 --warmup-steps 120 --warmup-bits 4
+    mpirun -np 2 python3 examples/pytorch/train_gpt.py --exchange gradagg --bits 1
 
 Data: the Python standard library's own sources (every *.py file at the top of the running interpreter's stdlib
 folder, sorted by name), read as bytes; nothing is downloaded. The first 90% is training text, the last 10% the
@@ -41,8 +41,22 @@ def parse_args(argv=None):
     parser.add_argument("--optimizer", choices=["gradagg", "torch"], default="gradagg",
                         help="gradagg: gradagg.torch.AdamW (the hook carries the first moment); torch: torch's AdamW "
                              "behind a plain hook (refused below 32 bits unless --unchecked)")
-    parser.add_argument("--warmup-steps", type=int, default=120, help="gradagg: steps sent at --warmup-bits first")
+    parser.add_argument("--warmup-steps", type=int, default=0,
+                        help="gradagg: steps sent at --warmup-bits first; with gradagg's AdamW the second moment is "
+                             "then learnt from them and frozen (the older policy; default 0: each rank's own second "
+                             "moment, averaged over the ranks at growing intervals)")
     parser.add_argument("--warmup-bits", type=int, default=4, help="gradagg: width of the warm-up")
+    parser.add_argument("--variance-steps", type=int, default=None,
+                        help="gradagg's AdamW: learn the second moment from the hook's output for this many steps, "
+                             "then freeze it (the older policy)")
+    parser.add_argument("--variance-interval", type=int, default=64,
+                        help="gradagg's AdamW: most steps between averagings of the second moment")
+    parser.add_argument("--variance-bits", type=int, default=8, help="gradagg's AdamW: width of those averagings")
+    parser.add_argument("--max-update", type=float, default=None,
+                        help="gradagg's AdamW: bound on an element's step over lr (default: Adam's own bound)")
+    parser.add_argument("--guard", type=float, default=2.5,
+                        help="gradagg's AdamW: a step whose RMS exceeds this times its running mean restarts the "
+                             "second moment's averaging (0: off)")
     parser.add_argument("--unchecked", action="store_true",
                         help="gradagg: skip the hook's optimizer check (to measure torch's AdamW behind it)")
     parser.add_argument("--powersgd-rank", type=int, default=4)
@@ -176,7 +190,8 @@ def label_of(args):
     if args.label:
         return args.label
     if args.exchange == "gradagg":
-        warmup = f", {args.warmup_steps} steps at {args.warmup_bits} bits" if args.warmup_steps else ""
+        warmup = (f", {args.warmup_steps} steps at {args.warmup_bits} bits" if args.warmup_steps
+                  else ", synchronised second moment" if args.optimizer == "gradagg" else "")
         return f"gradagg {args.bits} bit{warmup}, {args.optimizer} AdamW"
     if args.exchange == "powersgd":
         return f"PowerSGD rank {args.powersgd_rank} from step {args.powersgd_start}"
@@ -220,7 +235,11 @@ def main(argv=None):
         ddp.register_comm_hook(state, gradagg.torch.comm_hook)
         if paired:
             optimizer = gradagg.torch.AdamW(groups, state, lr=args.lr, betas=betas,
-                                            max_grad_norm=args.clip or None)
+                                            max_grad_norm=args.clip or None,
+                                            variance_steps=args.variance_steps,
+                                            variance_interval=args.variance_interval,
+                                            variance_bits=args.variance_bits, max_update=args.max_update,
+                                            guard=args.guard)
             clip_in_optimizer = True
         else:
             optimizer = torch.optim.AdamW(groups, lr=args.lr, betas=betas)
@@ -300,7 +319,8 @@ def main(argv=None):
                    "bits_per_element": rows[-1]["bits_per_element"], "steps": steps_run, "stopped": stopped,
                    "bytes_per_step": round(bytes_per_step(args, model, steps_run, size, state)),
                    "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-                   "torch": torch.__version__, "args": vars(args), "rows": rows}
+                   "torch": torch.__version__, "args": vars(args), "rows": rows,
+                   "guard_events": getattr(optimizer, "events", [])}
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(summary, f, indent=1)

@@ -99,6 +99,9 @@ class GradaggState:
         self.keys = {}  # bucket index -> the key of the bucket now at that index
         self.world_size = None
         self.optimizers_checked = not check_optimizers  # False: trust the caller (to measure a wrong pairing)
+        # Called with (parameters, this rank's own gradients, the loss scale or None) before a bucket is sent:
+        # gradagg.torch.AdamW keeps each rank's second moment from them.
+        self.observers = []
         self.bytes_sent = 0  # across nodes, by this rank, and what float32 would have sent
         self.float_bytes = 0
         self._parameters = {}  # id(parameter) -> its index in the order the hook first met it: a checkpoint's names
@@ -254,7 +257,7 @@ def comm_hook(state, bucket):
                 state.momentum_views[parameter] = view.view(parameter.shape)
     if momentum is not None:
         _follow_loss_scale(state, key, momentum)
-    pending, finish = _start(state, aggregator, tensors_of(bucket), momentum, buffer, bucket.is_last())
+    pending, finish = _start(state, aggregator, parameters, tensors_of(bucket), momentum, buffer, bucket.is_last())
     state._queue.put((aggregator, pending, lambda: finish() or buffer, future))
     return future
 
@@ -263,11 +266,9 @@ def _follow_loss_scale(state, key, momentum):
     """With a GradScaler, the gradients arrive multiplied by its scale, and so does the momentum the hook keeps; when
     the scale changed since the bucket's last step (halved after an overflow, doubled after a run of good steps), the
     momentum is brought to the new one (a factor of a power of two: exact)."""
-    scaler = state.grad_scaler
-    if scaler is None or not scaler.is_enabled():
+    scale = _loss_scale(state, momentum.device)
+    if scale is None:
         return
-    scale = getattr(scaler, "_scale", None)
-    scale = (scale if scale is not None else torch.tensor(scaler.get_scale())).to(momentum.device, torch.float32)
     stored = state.momentum_scales.get(key)
     if stored is None:
         state.momentum_scales[key] = scale.clone()
@@ -281,11 +282,27 @@ def _parts(momentum, tensors):
     return list(momentum.split([t.numel() for t in tensors])) if len(tensors) > 1 else [momentum]
 
 
-def _start(state, aggregator, gradients, momentum, buffer=None, last=True):
-    """Starts one bucket's aggregation: `gradients`, one flat tensor per parameter (views of `buffer`, their contiguous
-    whole, where they lie in one), and its momentum, a contiguous tensor laid out as they are (or None). Returns the
-    Pending and what finishes the bucket once it is done: the average over the ranks, and, after the step's `last`
-    bucket, the new momentum of every bucket of the step, unless one of them overflowed."""
+def _loss_scale(state, device):
+    """The GradScaler's scale as a device scalar, or None without one in use."""
+    scaler = state.grad_scaler
+    if scaler is None or not scaler.is_enabled():
+        return None
+    scale = getattr(scaler, "_scale", None)
+    return (scale if scale is not None else torch.tensor(scaler.get_scale())).to(device, torch.float32)
+
+
+def _start(state, aggregator, parameters, gradients, momentum, buffer=None, last=True):
+    """Starts one bucket's aggregation: `gradients`, one flat tensor per parameter of `parameters` (views of `buffer`,
+    their contiguous whole, where they lie in one), and its momentum, a contiguous tensor laid out as they are (or
+    None). The observers see this rank's gradients first. Returns the Pending and what finishes the bucket once it is
+    done: the average over the ranks, and, after the step's `last` bucket, the new momentum of every bucket of the
+    step, unless one of them overflowed."""
+    if state.observers:
+        if len(gradients) != len(parameters):
+            raise ValueError("gradagg.torch: a DDP bucket's gradients are not laid out per parameter, so "
+                             "gradagg.torch.AdamW cannot keep each rank's second moment")
+        for observe in state.observers:
+            observe(parameters, gradients, _loss_scale(state, gradients[0].device))
     if momentum is not None:  # beta * m + g: the sum over ranks is size * (beta m + mean g)
         # Per parameter, as a resumed run's first step must do it too (its buckets are not DDP's).
         torch._foreach_add_(gradients, _parts(momentum, gradients), alpha=state.momentum)
@@ -369,7 +386,7 @@ def _resume(state):
                 state.momentum_views[parameter] = view.view(parameter.shape)
         if momentum is not None:
             _follow_loss_scale(state, key, momentum)
-        pending, finish = _start(state, aggregator, views, momentum, last=entry is saved["buckets"][-1])
+        pending, finish = _start(state, aggregator, parameters, views, momentum, last=entry is saved["buckets"][-1])
         pending.wait()  # one call at a time, in the saved order: this step only
         state._count(aggregator)
         finish()

@@ -2,15 +2,22 @@
 
   1. at 32 bits they are torch's AdamW (with clip_grad_norm_ before it) and Adam (weight decay as L2) over DDP's
      allreduce: the same parameters after 6 steps, to float rounding, through DDP's bucket rebuild;
-  2. the pairings that would train wrong are refused with a message: amsgrad, beta1 other than the hook's momentum, a
-     1-bit hook without a warm-up, torch's AdamW behind a 1-bit hook, a momentum in both hook and optimizer;
+  2. the pairings that would train wrong are refused with a message: amsgrad, beta1 other than the hook's momentum,
+     torch's AdamW behind a 1-bit hook, a momentum in both hook and optimizer, settings out of range;
   3. the warm-up's second moment is frozen after it, and bits_per_element counts the warm-up: 2 steps at 32 bits
      and 2 at 1 bit, between 2 nodes, average between 1 and 32 bits;
-  4. every step is Adam's formula with the second moment frozen after the warm-up, in chunks of any size.
+  4. every step is Adam's formula with the second moment frozen after the warm-up and the step bounded by Adam's own
+     bound, in chunks of any size; an element with no gradient in the warm-up (attention's key bias) and a 1-bit
+     momentum after it steps by at most lr times that bound;
+  5. the synchronised second moment (a 1-bit hook without a warm-up): each rank's own second moment is what its
+     gradients make it, the denominators are that average (bias-corrected) where the ranks' gradients agree, and
+     they, the guard's decisions and the parameters are identical on every rank;
+  6. the guard: silent on a healthy run; a loss spike restarts the synchronisation, a NaN step is skipped.
 
   mpirun -np 2 python3 test_torch_adam.py     (GRADAGG_RANKS_PER_NODE=1 makes the 2 ranks 2 nodes)
 Prints "python_torch_adam_test: PASS" on rank 0 when every rank passed.
 """
+import math
 import sys
 
 try:
@@ -79,7 +86,11 @@ def check_refusals(rank):
     expect_error("amsgrad", lambda: gradagg.torch.AdamW(params, hook, amsgrad=True), ["amsgrad"])
     expect_error("beta1", lambda: gradagg.torch.AdamW(params, hook, betas=(0.8, 0.99)), ["beta1", "momentum"])
     no_warmup = gradagg.torch.GradaggState(bits=1, momentum=0.9)
-    expect_error("no warm-up", lambda: gradagg.torch.AdamW(params, no_warmup), ["warm-up"])
+    assert gradagg.torch.AdamW(params, no_warmup).policy == "synced", "no warm-up: the synchronised second moment"
+    assert gradagg.torch.AdamW(params, hook).policy == "frozen", "a warm-up: the frozen second moment"
+    expect_error("variance bits", lambda: gradagg.torch.AdamW(params, no_warmup, variance_bits=3), ["variance_bits"])
+    expect_error("guard", lambda: gradagg.torch.AdamW(params, no_warmup, guard=0.5), ["guard"])
+    expect_error("unbounded betas", lambda: gradagg.torch.AdamW(params, no_warmup, betas=(0.9, 0.5)), ["max_update"])
     expect_error("torch's AdamW behind 1 bit",
                  lambda: train(rank, lambda m: torch.optim.AdamW(m.parameters()), gradagg.torch.GradaggState(bits=1),
                                steps=1), ["AdamW", "gradagg.torch.AdamW"])
@@ -100,6 +111,10 @@ def check_warmup_and_bits(rank, size):
     close(hook)
 
 
+# Adam's largest step over lr at betas (0.9, 0.95), by Cauchy-Schwarz: (1 - b1) / sqrt((1 - b2) (1 - b1^2 / b2))
+ADAM_BOUND = 0.1 / math.sqrt(0.05 * (1 - 0.81 / 0.95))
+
+
 class SettingsOnly:
     """A hook state that only gives the optimizer its settings: the steps below hand it p.grad directly."""
     bits, momentum, warmup_steps = 1, 0.9, 3
@@ -115,6 +130,7 @@ def check_frozen_steps(rank):
     (where torch sees one) the whole list, through torch's multi-tensor kernels."""
     import gradagg.torch_adam as torch_adam
     lr, beta1, beta2, eps, decay = 0.01, 0.9, 0.95, 1e-8, 0.1
+    bound = ADAM_BOUND
     runs = [("cpu", 1), ("cpu", 100), ("cpu", 1 << 40)] + ([("cuda", 0)] if torch.cuda.is_available() else [])
     for device, chunk in runs:
         torch_adam._CPU_CHUNK, saved = chunk, torch_adam._CPU_CHUNK
@@ -140,7 +156,8 @@ def check_frozen_steps(rank):
                         r["variance_step"] = r["step"]
                     first = (1 - beta1) / (1 - beta1 ** r["step"])
                     denominator = (r["v"] / (1 - beta2 ** r["variance_step"])).sqrt() + eps
-                    r["p"] = r["p"] * (1 - lr * decay) - lr * first * m / denominator
+                    step_size = (first * m / denominator).clamp(-bound, bound)
+                    r["p"] = r["p"] * (1 - lr * decay) - lr * step_size
                     r["previous"] = m.clone()
                 optimizer.step()
                 for index, (p, r) in enumerate(zip(params, reference)):
@@ -151,12 +168,115 @@ def check_frozen_steps(rank):
             torch_adam._CPU_CHUNK = saved
 
 
+def check_bounded_step(rank):
+    """An element whose gradient is zero through the warm-up (its v is 0) and whose 1-bit momentum afterwards is plus
+    or minus its bucket's scale steps by at most lr times Adam's bound (1.17 at 0.9 / 0.95): unbounded it would step
+    by scale / eps, 1e5 here."""
+    import gradagg.torch_adam as torch_adam
+    lr, bound = 1e-3, ADAM_BOUND
+    key_bias = torch.nn.Parameter(torch.zeros(8))
+    optimizer = gradagg.torch.AdamW([key_bias], SettingsOnly(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
+    for step in range(8):
+        key_bias.grad = torch.zeros(8) if step < SettingsOnly.warmup_steps else torch.full((8,), 1e-3 * (-1) ** step)
+        before = key_bias.detach().clone()
+        optimizer.step()
+        moved = (key_bias - before).abs().max().item()
+        assert moved <= lr * bound * (1 + 1e-6), f"step {step + 1}: the element moved by {moved}, over lr x {bound}"
+
+
+class Recorder:
+    """An observer beside the optimizer's: keeps each step's own gradients of this rank, per parameter."""
+
+    def __init__(self):
+        self.seen = {}
+
+    def __call__(self, parameters, gradients, scale):
+        for p, g in zip(parameters, gradients):
+            self.seen.setdefault(p, []).append(g.detach().clone())
+
+
+def gathered(tensor):
+    import torch.distributed as dist
+    parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, tensor.contiguous())
+    return parts
+
+
+def train_synced(rank, steps, same_data, spike=None, nan=None, **options):
+    """A DDP model behind a 1-bit hook with the synchronised second moment: `steps` steps, the loss multiplied by
+    1e4 at step `spike` and NaN at step `nan` (counted from 1)."""
+    model, ddp = model_and_ddp()
+    hook = gradagg.torch.GradaggState(bits=1, momentum=0.9)
+    ddp.register_comm_hook(hook, gradagg.torch.comm_hook)
+    optimizer = gradagg.torch.AdamW(model.parameters(), hook, lr=0.01, betas=(0.9, 0.95), **options)
+    recorder = Recorder()
+    hook.observers.append(recorder)
+    generator = torch.Generator().manual_seed(100 + (0 if same_data else rank))
+    for step in range(1, steps + 1):
+        optimizer.zero_grad()
+        loss = ddp(torch.randn(16, 8, generator=generator)).square().mean()
+        if step == spike:
+            loss = loss * 1e4
+        if step == nan:
+            loss = loss * float("nan")
+        loss.backward()
+        optimizer.step()
+    return model, optimizer, hook, recorder
+
+
+def check_synchronised(rank, size):
+    """Same data on every rank: the gradients agree, so the average over ranks is each rank's and the denominator at a
+    synchronising step (4, 8) is sqrt(u / (1 - beta2^t)) + eps of the rank's own u = EMA(g^2), which must be what the
+    recorded gradients make; then other data per rank: everything identical across ranks."""
+    for same_data in (True, False):
+        model, optimizer, hook, recorder = train_synced(rank, 8, same_data, variance_bits=32)
+        for p in model.parameters():
+            state = optimizer.state[p]
+            u = torch.zeros(p.numel())
+            for g in recorder.seen[p]:
+                u = 0.95 * u + 0.05 * g * g
+            assert torch.allclose(state["local_exp_avg_sq"], u, rtol=1e-5, atol=1e-12), "u is not EMA(g^2)"
+            if same_data:  # the gradients' sum crosses at 8 bits: the ratio is 1 to its rounding
+                assert state["noise_ratio"] < 1.05, f"equal gradients, yet a noise ratio of {state['noise_ratio']}"
+                expected = (u / (1 - 0.95 ** 8)).sqrt().view_as(p)
+                assert torch.allclose(state["root_shape"], expected, rtol=2e-2, atol=1e-10), (
+                    f"the synchronised sqrt(v) differs from the rank's own by "
+                    f"{(state['root_shape'] - expected).abs().max().item()}")
+            for name in ("root_shape",):
+                parts = gathered(state[name])
+                assert all(torch.equal(parts[0], x) for x in parts), f"{name} differs between ranks"
+            parts = gathered(p.detach())
+            assert all(torch.equal(parts[0], x) for x in parts), "the parameters differ between ranks"
+        bits = hook.bits_per_element()
+        if hook.aggregators and next(iter(hook.aggregators.values())).nodes > 1:
+            assert bits is not None and bits > 1.0, f"the synchronisations must count: {bits} bits per element"
+        close(hook)
+
+
+def check_guard(rank, size):
+    _, healthy, hook, _ = train_synced(rank, 40, False)
+    assert not healthy.events, f"the guard fired on a healthy run: {healthy.events}"
+    close(hook)
+    model, spiked, hook, _ = train_synced(rank, 40, False, spike=30, nan=35)
+    steps = [step for step, _ in spiked.events]
+    assert 30 in steps and 35 in steps, f"the guard missed the spike at 30 or the NaN at 35: {spiked.events}"
+    assert spiked._guard["step"] == 39, f"the NaN step must be skipped: {spiked._guard['step']} steps taken of 40"
+    for p in model.parameters():
+        assert torch.isfinite(p).all(), "a NaN reached the parameters"
+    events = torch.tensor(steps, dtype=torch.float64)
+    assert all(torch.equal(events, x) for x in gathered(events)), "the ranks decided differently"
+    close(hook)
+
+
 def main():
     return torch_checks.run("python_torch_adam_test", [
         ("same as torch", lambda rank, size: check_same_as_torch(rank)),
         ("refusals", lambda rank, size: check_refusals(rank)),
         ("warm-up and bits", check_warmup_and_bits),
-        ("frozen steps", lambda rank, size: check_frozen_steps(rank))], 29521)
+        ("frozen steps", lambda rank, size: check_frozen_steps(rank)),
+        ("bounded step", lambda rank, size: check_bounded_step(rank)),
+        ("synchronised second moment", check_synchronised),
+        ("guard", check_guard)], 29521)
 
 
 if __name__ == "__main__":

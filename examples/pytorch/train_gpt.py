@@ -41,10 +41,10 @@ def parse_args(argv=None):
     parser.add_argument("--optimizer", choices=["gradagg", "torch"], default="gradagg",
                         help="gradagg: gradagg.torch.AdamW (the hook carries the first moment); torch: torch's AdamW "
                              "behind a plain hook (refused below 32 bits unless --unchecked)")
-    parser.add_argument("--warmup-steps", type=int, default=0,
-                        help="gradagg: steps sent at --warmup-bits first; with gradagg's AdamW the second moment is "
-                             "then learnt from them and frozen (the older policy; default 0: each rank's own second "
-                             "moment, averaged over the ranks at growing intervals)")
+    parser.add_argument("--warmup-steps", type=int, default=120,
+                        help="gradagg: steps sent at --warmup-bits first; gradagg's AdamW learns the second moment "
+                             "from them and freezes it. 0: no warm-up, and each rank's own second moment, averaged "
+                             "over the ranks at growing intervals (python/gradagg/torch_adam.py)")
     parser.add_argument("--warmup-bits", type=int, default=4, help="gradagg: width of the warm-up")
     parser.add_argument("--variance-steps", type=int, default=None,
                         help="gradagg's AdamW: learn the second moment from the hook's output for this many steps, "

@@ -23,7 +23,8 @@ Adam has), then switches to the options' bit width with fresh carried error. ful
 of warmup_steps.
 
 With Adam or AdamW use gradagg.torch.AdamW / Adam (gradagg/torch_adam.py): the hook carries Adam's first moment as its
-momentum (momentum = beta1), and the optimizer freezes the second moment after the warm-up, as 1-bit Adam does:
+momentum (momentum = beta1), and the optimizer freezes the second moment after the warm-up, as 1-bit Adam does (or,
+without a warm-up, averages each rank's own second moment over the ranks now and then; see that module):
 
     state = gradagg.torch.GradaggState(bits=1, momentum=0.9, warmup_steps=120, warmup_bits=4)
     model.register_comm_hook(state, gradagg.torch.comm_hook)
@@ -422,7 +423,7 @@ def check_optimizers(state, parameters):
         if state.bits < 32 and isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)):
             raise ValueError(f"gradagg.torch: torch's {name} behind a {state.bits}-bit hook does not train (Adam "
                              "rescales each coordinate, and quantization error feedback then runs away). Use "
-                             "gradagg.torch.AdamW / Adam with GradaggState(momentum=beta1, warmup_steps=...), or "
+                             "gradagg.torch.AdamW / Adam with GradaggState(momentum=beta1), or "
                              "bits=32.")
 
 

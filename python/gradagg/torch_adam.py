@@ -53,6 +53,7 @@ _CPU_CHUNK = 1 << 18  # elements
 _GUARD_WARMUP = 10  # steps of the running mean before the guard may fire
 _GUARD_DECAY = 0.95
 _DRIFT = 4.0  # a second moment's level that moved this many times either way since it was averaged is stale
+_SPIKE = 1000.0  # one that rose this many times (its gradients' norm 30x) is the guard's event: a loss spike
 _log = logging.getLogger("gradagg")
 
 
@@ -382,7 +383,7 @@ class AdamW(torch.optim.Optimizer):
             if self.max_grad_norm is not None:
                 scale = min(1.0, self.max_grad_norm / (norm + 1e-6))
             self._factors = dict(zip(every, factors))
-            if rose > _DRIFT:  # a gradient's scale jumped (a loss spike): the guard's event
+            if rose > _SPIKE and self.guard:  # a gradient's scale jumped: a loss spike, the guard's event
                 self._event(step_now, f"a second moment rose {rose:.3g}x since it was last averaged")
             if rose > _DRIFT or fell < 1.0 / _DRIFT:  # the shape is stale: averaged again at the next step
                 self._guard["due"] = True

@@ -46,6 +46,9 @@ def parse_args(argv=None):
                              "from them and freezes it. 0: no warm-up, and each rank's own second moment, averaged "
                              "over the ranks at growing intervals (python/gradagg/torch_adam.py)")
     parser.add_argument("--warmup-bits", type=int, default=4, help="gradagg: width of the warm-up")
+    parser.add_argument("--second-moment", choices=["frozen", "synced"], default=None,
+                        help="gradagg's AdamW: where the second moment comes from (default: frozen after a warm-up, "
+                             "synced without one)")
     parser.add_argument("--variance-steps", type=int, default=None,
                         help="gradagg's AdamW: learn the second moment from the hook's output for this many steps, "
                              "then freeze it (the older policy)")
@@ -236,6 +239,7 @@ def main(argv=None):
         if paired:
             optimizer = gradagg.torch.AdamW(groups, state, lr=args.lr, betas=betas,
                                             max_grad_norm=args.clip or None,
+                                            second_moment=args.second_moment,
                                             variance_steps=args.variance_steps,
                                             variance_interval=args.variance_interval,
                                             variance_bits=args.variance_bits, max_update=args.max_update,

@@ -88,6 +88,8 @@ def check_refusals(rank):
     no_warmup = gradagg.torch.GradaggState(bits=1, momentum=0.9)
     assert gradagg.torch.AdamW(params, no_warmup).policy == "synced", "no warm-up: the synchronised second moment"
     assert gradagg.torch.AdamW(params, hook).policy == "frozen", "a warm-up: the frozen second moment"
+    assert gradagg.torch.AdamW(params, hook, second_moment="synced").policy == "synced", "chosen with a warm-up"
+    expect_error("second moment", lambda: gradagg.torch.AdamW(params, hook, second_moment="x"), ["second_moment"])
     expect_error("variance bits", lambda: gradagg.torch.AdamW(params, no_warmup, variance_bits=3), ["variance_bits"])
     expect_error("guard", lambda: gradagg.torch.AdamW(params, no_warmup, guard=0.5), ["guard"])
     expect_error("unbounded betas", lambda: gradagg.torch.AdamW(params, no_warmup, betas=(0.9, 0.5)), ["max_update"])

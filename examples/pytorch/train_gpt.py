@@ -82,6 +82,9 @@ def parse_args(argv=None):
                         help="stop at the first evaluation whose validation loss is at or below this (time to target)")
     parser.add_argument("--time-limit", type=float, default=None,
                         help="stop at the first evaluation after this many seconds of training (rank 0's clock)")
+    parser.add_argument("--backend", choices=["gloo", "nccl"], default="gloo",
+                        help="torch.distributed's backend: gloo lets ranks share a GPU; nccl, one GPU per rank, makes "
+                             "DDP's own allreduce fast (a baseline at 85M took 1.46 s a step over gloo)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--data", default=None, help="a folder of *.py files (default: this Python's stdlib)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads per rank on CPUs (0: torch's choice)")
@@ -193,8 +196,9 @@ def label_of(args):
     if args.label:
         return args.label
     if args.exchange == "gradagg":
-        warmup = (f", {args.warmup_steps} steps at {args.warmup_bits} bits" if args.warmup_steps
-                  else ", synchronised second moment" if args.optimizer == "gradagg" else "")
+        warmup = f", {args.warmup_steps} steps at {args.warmup_bits} bits" if args.warmup_steps else ""
+        if args.optimizer == "gradagg" and (args.second_moment == "synced" or not args.warmup_steps):
+            warmup += ", synchronised second moment"
         return f"gradagg {args.bits} bit{warmup}, {args.optimizer} AdamW"
     if args.exchange == "powersgd":
         return f"PowerSGD rank {args.powersgd_rank} from step {args.powersgd_start}"
@@ -203,7 +207,7 @@ def label_of(args):
 
 def main(argv=None):
     args = parse_args(argv)
-    gradagg.torch.init_process_group_from_mpi(backend="gloo")  # ranks may share a GPU; NCCL refuses that
+    gradagg.torch.init_process_group_from_mpi(backend=args.backend)
     rank, size = dist.get_rank(), dist.get_world_size()
     if args.threads:
         torch.set_num_threads(args.threads)

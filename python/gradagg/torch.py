@@ -402,15 +402,17 @@ def check_optimizers(state, parameters):
     that quantizes (the 1-bit error feedback then meets Adam's per-coordinate scaling and the run does not train);
     gradagg.torch.Adam / AdamW are the pairing for Adam."""
     state.optimizers_checked = True
-    objects = gc.get_objects()  # one pass over the heap for both searches
+    # One pass over the heap for both searches, by each object's type: isinstance() would also read the __class__
+    # of objects it does not match, and torch.distributed's deprecated reduce_op warns when it is read.
+    objects = gc.get_objects()
     scalers = tuple(c for c in (getattr(torch.amp, "GradScaler", None), getattr(torch.cuda.amp, "GradScaler", None))
                     if isinstance(c, type))
     if state.momentum > 0.0 and state.grad_scaler is None and any(
-            isinstance(o, scalers) and o.is_enabled() for o in objects):
+            issubclass(type(o), scalers) and o.is_enabled() for o in objects):
         raise ValueError("gradagg.torch: a GradScaler is in use and the hook carries momentum: pass it, "
                          "GradaggState(..., grad_scaler=scaler), so that the momentum follows the loss scale")
     ours = set(map(id, parameters))
-    for optimizer in (o for o in objects if isinstance(o, torch.optim.Optimizer)):
+    for optimizer in (o for o in objects if issubclass(type(o), torch.optim.Optimizer)):
         if isinstance(optimizer, AdamW):  # gradagg's own (Adam is one): paired with the hook by construction
             continue
         if not any(id(p) in ours for group in optimizer.param_groups for p in group["params"]):

@@ -12,7 +12,8 @@
   5. the synchronised second moment (a 1-bit hook without a warm-up): each rank's own second moment is what its
      gradients make it, the denominators are that average (bias-corrected) where the ranks' gradients agree, and
      they, the guard's decisions and the parameters are identical on every rank;
-  6. the guard: silent on a healthy run; a loss spike restarts the synchronisation, a NaN step is skipped.
+  6. the guard: silent on a healthy run; a loss spike restarts the synchronisation, a NaN step is skipped;
+  7. the hook's first step warns of nothing (its heap search read torch's deprecated reduce_op).
 
   mpirun -np 2 python3 test_torch_adam.py     (GRADAGG_RANKS_PER_NODE=1 makes the 2 ranks 2 nodes)
 Prints "python_torch_adam_test: PASS" on rank 0 when every rank passed.
@@ -270,6 +271,19 @@ def check_guard(rank, size):
     close(hook)
 
 
+def check_no_warnings(rank):
+    """The hook's first step (its check of the optimizers, one pass over the heap) reads no deprecated object of
+    torch's: reading torch.distributed.reduce_op warned once per rank in every user's log."""
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hook = gradagg.torch.GradaggState(bits=1, momentum=0.9)
+        train(rank, lambda m: gradagg.torch.AdamW(m.parameters(), hook), hook, steps=2)
+    close(hook)
+    ours = [w for w in caught if "reduce_op" in str(w.message) or "gradagg" in w.filename]
+    assert not ours, f"warnings: {[f'{w.filename}:{w.lineno}: {w.message}' for w in ours]}"
+
+
 def main():
     return torch_checks.run("python_torch_adam_test", [
         ("same as torch", lambda rank, size: check_same_as_torch(rank)),
@@ -278,7 +292,8 @@ def main():
         ("frozen steps", lambda rank, size: check_frozen_steps(rank)),
         ("bounded step", lambda rank, size: check_bounded_step(rank)),
         ("synchronised second moment", check_synchronised),
-        ("guard", check_guard)], 29521)
+        ("guard", check_guard),
+        ("no warnings", lambda rank, size: check_no_warnings(rank))], 29521)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,10 @@ def main():
     dist.init_process_group("gloo", rank=rank, world_size=size)
     torch.manual_seed(0)
     model = DDP(Reversed().to(device), bucket_cap_mb=0.01)
-    state = gradagg.torch.GradaggState(bits=1, momentum=0.9, warmup_steps=2, warmup_bits=4)
+    # The second moment frozen after a 2-step warm-up, or (GRADAGG_TEST_SECOND_MOMENT=synced) each rank's own,
+    # averaged over the ranks at steps 1, 2, 4, 8: its state is in the optimizer's state_dict.
+    synced = os.environ.get("GRADAGG_TEST_SECOND_MOMENT") == "synced"
+    state = gradagg.torch.GradaggState(bits=1, momentum=0.9, warmup_steps=0 if synced else 2, warmup_bits=4)
     model.register_comm_hook(state, gradagg.torch.comm_hook)
     optimizer = gradagg.torch.AdamW(model.parameters(), state, lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1,
                                     max_grad_norm=1.0)

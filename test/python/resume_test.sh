@@ -2,16 +2,18 @@
 # A run stopped at step k and resumed from its checkpoint (model, optimizer and each rank's GradaggState) in a new
 # mpirun must end at step 2k bitwise where the uninterrupted run does, at 1 bit with gradagg.torch.AdamW on 2 ranks
 # as 2 nodes; the same resume without the hook's state must not (so the comparison can fail); and the checkpoint
-# loaded in another topology (one node of 2 ranks) must be refused with a message.
+# loaded in another topology (one node of 2 ranks) must be refused with a message. GRADAGG_TEST_SECOND_MOMENT=synced
+# runs it with the synchronised second moment (no warm-up) instead of the frozen one.
 #   resume_test.sh MPIEXEC PYTHON [DEVICE]
 set -u
+export GRADAGG_TEST_SECOND_MOMENT=${GRADAGG_TEST_SECOND_MOMENT:-frozen}
 mpiexec=$1 python=$2 device=${3:-cpu}
 here=$(cd "$(dirname "$0")" && pwd)
 directory=$(mktemp -d)
 trap 'rm -rf "$directory"' EXIT
 for mode in whole first resume resume_without_hook_state; do
   GRADAGG_RANKS_PER_NODE=1 timeout 300 "$mpiexec" -np 2 --oversubscribe -x GRADAGG_RANKS_PER_NODE -x MASTER_PORT \
-    "$python" "$here/resume.py" "$mode" 4 "$directory" "$device" || { echo "resume: FAILED: $mode"; exit 1; }
+    -x GRADAGG_TEST_SECOND_MOMENT "$python" "$here/resume.py" "$mode" 4 "$directory" "$device" || { echo "resume: FAILED: $mode"; exit 1; }
 done
 [ -f "$directory/whole.pt" ] || { echo "resume: SKIPPED (no PyTorch)"; exit 0; }
 "$python" - "$directory" <<'EOF' || exit 1
@@ -31,7 +33,7 @@ if torch.equal(whole, fresh):
 EOF
 # The checkpoint of 2 nodes loaded by 2 ranks of one node: refused at the first step, on every rank, saying why.
 if GRADAGG_RANKS_PER_NODE=0 timeout 120 "$mpiexec" -np 2 --oversubscribe -x GRADAGG_RANKS_PER_NODE -x MASTER_PORT \
-  "$python" "$here/resume.py" resume 4 "$directory" "$device" >"$directory/other_topology.txt" 2>&1; then
+  -x GRADAGG_TEST_SECOND_MOMENT "$python" "$here/resume.py" resume 4 "$directory" "$device" >"$directory/other_topology.txt" 2>&1; then
   echo "resume: FAILED: a checkpoint of 2 nodes was taken by one node"
   exit 1
 fi

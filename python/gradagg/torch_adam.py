@@ -93,6 +93,12 @@ def synchronises(step, restart, interval):
     return since >= 1 and ((since & (since - 1) == 0 and since <= interval) or since % interval == 0)
 
 
+def _hook_loss_scale(hook_state, device):
+    """The loss scale the hook's momentum is in (a device scalar), or None without a GradScaler in use."""
+    from gradagg.torch import _loss_scale
+    return _loss_scale(hook_state, device) if hasattr(hook_state, "grad_scaler") else None
+
+
 def _clamp_(tensors, bound):
     if hasattr(torch, "_foreach_clamp_max_"):
         torch._foreach_clamp_max_(tensors, bound)
@@ -199,7 +205,7 @@ class AdamW(torch.optim.Optimizer):
             u.mul_(beta2).add_(square, alpha=1.0 - beta2)
             state["local_norm"] = square.sum()
             state["local_steps"] += 1
-            if self._due(upcoming):
+            if self._due(upcoming) or "root_shape" not in state:  # a parameter met first: averaged at once
                 self._stash[p] = g.clone()
 
     def _due(self, step):
@@ -227,12 +233,14 @@ class AdamW(torch.optim.Optimizer):
         to (that sum travels at 32 bits). A rank's gradient is noisier than the average over N ranks, so that
         overstates Adam's v: each parameter's is divided by the ratio of mean ||g_rank||^2 to ||mean g_rank||^2 in
         this step (the gradients summed at 8 bits, the norms at 32), which lies between 1 and N; then bias-corrected."""
-        missing = [p for p in params if p not in self._stash or "local_exp_avg_sq" not in self.state[p]]
-        if missing:
-            raise RuntimeError("gradagg.torch: a parameter reached the optimizer without passing the hook this step "
+        if any("local_exp_avg_sq" not in self.state[p] for p in params):
+            raise RuntimeError("gradagg.torch: a parameter reached the optimizer without passing the hook "
                                "(is the model wrapped in DDP with gradagg.torch.comm_hook registered?)")
         roots = [self.state[p]["local_exp_avg_sq"].sqrt() for p in params]
-        gradients = [self._stash.pop(p) for p in params]
+        # A parameter met for the first time calls for an averaging that others did not expect: they send zeros
+        # for the ratio's gradients and keep their ratio (which they have: they were averaged before).
+        kept = [p not in self._stash for p in params]
+        gradients = [torch.zeros_like(r) if keep else self._stash.pop(p) for p, r, keep in zip(params, roots, kept)]
         sums = torch.stack([g.square().sum() for g in gradients] +
                            [self.state[p]["local_exp_avg_sq"].sum() for p in params]).to(torch.float32)
         size = self._sum("second_moment", self.variance_bits, roots)
@@ -242,9 +250,10 @@ class AdamW(torch.optim.Optimizer):
         rows = torch.stack([torch.stack([g.square().sum(), r.square().sum()]) for g, r in zip(gradients, roots)])
         # per parameter: sum of ||g_rank||^2, of u's elements (over ranks), ||sum of g_rank||^2, sum of (sum sqrt u)^2
         table = torch.cat([sums.view(2, count).t(), rows.to(torch.float32)], dim=1).tolist()
-        for p, root, (norms, level, mean_square, root_square) in zip(params, roots, table):
+        for p, root, keep, (norms, level, mean_square, root_square) in zip(params, roots, kept, table):
             state = self.state[p]
-            ratio = min(max(norms * size / mean_square, 1.0), float(size)) if mean_square > 0 else 1.0
+            ratio = (state["noise_ratio"] if keep else
+                     min(max(norms * size / mean_square, 1.0), float(size)) if mean_square > 0 else 1.0)
             correction = 1.0 - self._groups[p]["betas"][1] ** state["local_steps"]
             # root * sqrt(level / root_square) has squares summing to `level`: the sum of u, over the ranks
             factor = math.sqrt(level / root_square / (size * correction * ratio)) if root_square > 0 else 0.0
@@ -255,7 +264,8 @@ class AdamW(torch.optim.Optimizer):
     def _levels(self, params):
         """Collective, every step: each parameter's mean u over the ranks and mean squared gradient norm (floats per
         parameter, at 32 bits). Returns, per parameter, sqrt of how much its second moment's level (bias-corrected)
-        moved since the last synchronisation, the largest and smallest of those moves, and the norm of the
+        moved since the last synchronisation, the largest finite one, whether any moved by more than _DRIFT either
+        way (or from 0), and the norm of the
         step's averaged gradient, estimated as sqrt(sum over parameters of mean ||g_rank||^2 / their ratio)."""
         count = len(params)
         sums = torch.stack([self.state[p]["local_exp_avg_sq"].sum() for p in params] +
@@ -266,12 +276,13 @@ class AdamW(torch.optim.Optimizer):
         for p, level, square in zip(params, sums[:count], sums[count:]):
             state = self.state[p]
             level /= size * (1.0 - self._groups[p]["betas"][1] ** state["local_steps"])
-            moved = level / state["shape_level"] if state["shape_level"] > 0 else 1.0
+            moved = level / state["shape_level"] if state["shape_level"] > 0 else math.inf if level > 0 else 1.0
             moves.append(moved)
             factors.append(math.sqrt(moved) if math.isfinite(moved) else 1.0)
             norm += square / size / state["noise_ratio"]
-        finite = [m for m in moves if math.isfinite(m)] or [1.0]
-        return factors, max(finite), min(finite), math.sqrt(norm)
+        finite = [m for m in moves if math.isfinite(m)]
+        stale = any(not 1.0 / _DRIFT <= m <= _DRIFT for m in moves)  # a level grown from 0 included
+        return factors, max(finite, default=1.0), stale, math.sqrt(norm)
 
     # --- the step ---
 
@@ -347,8 +358,26 @@ class AdamW(torch.optim.Optimizer):
                              f"optimizer's {self.policy!r} (the hook's bits, warm-up or variance_steps differ)")
         self._frozen.clear()
         super().load_state_dict(state_dict)
+        self._groups = {p: group for group in self.param_groups for p in group["params"]}
+        # torch casts a state's floating tensors to the parameter's dtype; the rank's own sums stay float32
+        saved = [i for group in state_dict["param_groups"] for i in group["params"]]
+        for p, index in zip([p for group in self.param_groups for p in group["params"]], saved):
+            for key in ("local_exp_avg_sq", "local_norm"):
+                value = state_dict["state"].get(index, {}).get(key)
+                if value is not None:
+                    self.state[p][key] = value.to(device=p.device, dtype=torch.float32)
         if ours is not None:
             self._guard, self.events = dict(ours["guard"]), list(ours["events"])
+
+    def add_param_group(self, param_group):
+        super().add_param_group(param_group)
+        if hasattr(self, "hook_state"):  # torch's __init__ adds the first groups before the checks run
+            beta1 = self.param_groups[-1]["betas"][0]
+            if beta1 != self.hook_state.momentum:
+                self.param_groups.pop()
+                raise ValueError(f"gradagg.torch: beta1 ({beta1}) must be the hook's momentum "
+                                 f"({self.hook_state.momentum})")
+            self._groups = {p: group for group in self.param_groups for p in group["params"]}
 
     def _event(self, step, what):
         what += "; the second moment is averaged again from the next step"
@@ -384,16 +413,17 @@ class AdamW(torch.optim.Optimizer):
         scale, gradients = 1.0, None
         if self.policy == "synced":
             every = [p for _, params, *_ in cohorts for p in params]
-            if self._due(step_now):
+            if every and (self._due(step_now) or any("root_shape" not in self.state[p] for p in every)):
                 self._synchronise(every)
                 self._guard["due"] = False
-            factors, rose, fell, norm = self._levels(every)
+            factors, rose, stale, norm = self._levels(every) if every else ([], 1.0, False, 0.0)
             if self.max_grad_norm is not None:
                 scale = min(1.0, self.max_grad_norm / (norm + 1e-6))
             self._factors = dict(zip(every, factors))
             if rose > _SPIKE and self.guard:  # a gradient's scale jumped: a loss spike, the guard's event
                 self._event(step_now, f"a second moment rose {rose:.3g}x since it was last averaged")
-            if rose > _DRIFT or fell < 1.0 / _DRIFT:  # the shape is stale: averaged again at the next step
+                self._guard["restart"], self._guard["count"] = step_now, 0
+            if stale:  # the shape is stale: averaged again at the next step
                 self._guard["due"] = True
         self._stash.clear()
 
@@ -432,8 +462,9 @@ class AdamW(torch.optim.Optimizer):
                 momenta = torch._foreach_add(g, previous, alpha=beta1)
                 for p, momentum in zip(params, momenta):
                     hook_momentum = self.hook_state.momentum_of(p)
-                    if hook_momentum is not None:
-                        hook_momentum.copy_(momentum)
+                    if hook_momentum is not None:  # the hook's is in units of the loss scale, p.grad unscaled
+                        loss_scale = _hook_loss_scale(self.hook_state, p.device)
+                        hook_momentum.copy_(momentum if loss_scale is None else momentum * loss_scale)
             learning = self._learns(states)
             step = states[0]["step"] + 1
             for state in states:

@@ -13,7 +13,8 @@
      gradients make it, the denominators are that average (bias-corrected) where the ranks' gradients agree, and
      they, the guard's decisions and the parameters are identical on every rank;
   6. the guard: silent on a healthy run; a loss spike restarts the synchronisation, a NaN step is skipped;
-  7. the hook's first step warns of nothing (its heap search read torch's deprecated reduce_op).
+  7. the hook's first step warns of nothing (its heap search read torch's deprecated reduce_op);
+  8. a parameter whose first gradient comes at a step that does not average is averaged then.
 
   mpirun -np 2 python3 test_torch_adam.py     (GRADAGG_RANKS_PER_NODE=1 makes the 2 ranks 2 nodes)
 Prints "python_torch_adam_test: PASS" on rank 0 when every rank passed.
@@ -271,6 +272,43 @@ def check_guard(rank, size):
     close(hook)
 
 
+class BareHook:
+    """The hook's side of the synchronised second moment alone: the steps below call its observers and set p.grad."""
+    bits, momentum, warmup_steps, comm, options, bytes_sent = 1, 0.9, 0, None, {}, 0
+
+    def __init__(self):
+        self.observers = []
+
+    def momentum_of(self, parameter):
+        return None
+
+
+def check_late_parameter(rank):
+    """A parameter whose first gradient comes at step 3, which is no averaging step (DDP's unused parameters, a
+    layer switched on later): it is averaged in that step, the others keep their ratio, nothing raises."""
+    generator, shared = torch.Generator().manual_seed(5 + rank), torch.Generator().manual_seed(4)
+    early = torch.nn.Parameter(torch.randn(40, generator=shared))
+    late = torch.nn.Parameter(torch.randn(30, generator=shared))
+    hook = BareHook()
+    optimizer = gradagg.torch.AdamW([early, late], hook, lr=0.01, betas=(0.9, 0.95))
+    for step in range(1, 7):
+        present = [early] + ([late] if step >= 3 else [])
+        gradients = [torch.randn(p.numel(), generator=generator) for p in present]
+        for observe in hook.observers:
+            observe(present, gradients, None)
+        for p in present:  # the hook's result, the same on every rank
+            p.grad = torch.randn(p.shape, generator=shared)
+        optimizer.step()
+        if step == 3:
+            assert "root_shape" in optimizer.state[late], "the late parameter was not averaged when it came"
+    for p in (early, late):
+        assert torch.isfinite(p).all()
+        parts = gathered(p.detach())
+        assert all(torch.equal(parts[0], x) for x in parts), "the ranks differ"
+    for aggregator in optimizer._aggregators.values():
+        aggregator.close()
+
+
 def check_no_warnings(rank):
     """The hook's first step (its check of the optimizers, one pass over the heap) reads no deprecated object of
     torch's: reading torch.distributed.reduce_op warned once per rank in every user's log."""
@@ -293,7 +331,8 @@ def main():
         ("bounded step", lambda rank, size: check_bounded_step(rank)),
         ("synchronised second moment", check_synchronised),
         ("guard", check_guard),
-        ("no warnings", lambda rank, size: check_no_warnings(rank))], 29521)
+        ("no warnings", lambda rank, size: check_no_warnings(rank)),
+        ("late parameter", lambda rank, size: check_late_parameter(rank))], 29521)
 
 
 if __name__ == "__main__":

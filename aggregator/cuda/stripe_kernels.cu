@@ -1,16 +1,12 @@
 #include "aggregator/cuda/stripe_kernels.h"
 #include "ground/cuda/cuda_error.h"
+#include "ground/cuda/grid_stride.h"
 
 namespace gradagg {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr unsigned kMaxBlocks = 8192;  // grid-stride beyond this
-
-unsigned BlocksFor(size_t count) {
-  const size_t blocks = (count + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
-}
+using cuda_detail::GridStrideBlocks;
+constexpr int kThreads = cuda_detail::kGridStrideThreads;
 
 __global__ void AddIntoKernel(float* sum, const float* values, size_t count) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < count; i += size_t{gridDim.x} * blockDim.x)
@@ -28,13 +24,13 @@ __global__ void FoldResidualKernel(float* values, float* residual, size_t count)
 
 void AddInto(float* sum, const float* values, size_t count, cudaStream_t stream) {
   if (count == 0) return;
-  AddIntoKernel<<<BlocksFor(count), kThreads, 0, stream>>>(sum, values, count);
+  AddIntoKernel<<<GridStrideBlocks(count), kThreads, 0, stream>>>(sum, values, count);
   GRADAGG_CUDA_CHECK_LAUNCH("AddIntoKernel");
 }
 
 void FoldResidual(float* values, float* residual, size_t count, cudaStream_t stream) {
   if (count == 0) return;
-  FoldResidualKernel<<<BlocksFor(count), kThreads, 0, stream>>>(values, residual, count);
+  FoldResidualKernel<<<GridStrideBlocks(count), kThreads, 0, stream>>>(values, residual, count);
   GRADAGG_CUDA_CHECK_LAUNCH("FoldResidualKernel");
 }
 

@@ -1,21 +1,17 @@
 #include "ground/cuda/cuda_error.h"
 #include "ground/cuda/element_convert.cuh"
+#include "ground/cuda/grid_stride.h"
 #include "nvlink/cuda/float32_conversion.h"
 
 namespace gradagg {
 namespace {
 
 using cuda_detail::FromFloat;
+using cuda_detail::GridStrideBlocks;
 using cuda_detail::ToFloat;
 using cuda_detail::WithElementType;
 
-constexpr int kThreads = 256;
-constexpr unsigned kMaxBlocks = 8192;  // grid-stride beyond this
-
-unsigned BlocksFor(size_t count) {
-  const size_t blocks = (count + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
-}
+constexpr int kThreads = cuda_detail::kGridStrideThreads;
 
 template <typename T>
 __global__ void ToFloatKernel(const T* in, size_t count, float* out) {
@@ -39,7 +35,7 @@ void ConvertToFloat32(const void* tensor, ElementType type, size_t count, float*
   }
   WithElementType(type, [&](auto zero) {
     using T = decltype(zero);
-    ToFloatKernel<<<BlocksFor(count), kThreads, 0, stream>>>(static_cast<const T*>(tensor), count, out);
+    ToFloatKernel<<<GridStrideBlocks(count), kThreads, 0, stream>>>(static_cast<const T*>(tensor), count, out);
   });
   GRADAGG_CUDA_CHECK_LAUNCH("ToFloatKernel");
 }
@@ -52,7 +48,7 @@ void ConvertFromFloat32(const float* values, size_t count, void* tensor, Element
   }
   WithElementType(type, [&](auto zero) {
     using T = decltype(zero);
-    FromFloatKernel<<<BlocksFor(count), kThreads, 0, stream>>>(values, count, static_cast<T*>(tensor));
+    FromFloatKernel<<<GridStrideBlocks(count), kThreads, 0, stream>>>(values, count, static_cast<T*>(tensor));
   });
   GRADAGG_CUDA_CHECK_LAUNCH("FromFloatKernel");
 }

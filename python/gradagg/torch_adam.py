@@ -192,7 +192,7 @@ class AdamW(torch.optim.Optimizer):
         mine = [(p, g) for p, g in zip(parameters, gradients) if p in self._groups]
         if not mine:
             return
-        upcoming = self._guard["step"] + 1
+        due = self._due(self._guard["step"] + 1)  # the same for every parameter of the call
         for p, g in mine:
             state = self.state[p]
             if "local_exp_avg_sq" not in state:
@@ -205,7 +205,7 @@ class AdamW(torch.optim.Optimizer):
             u.mul_(beta2).add_(square, alpha=1.0 - beta2)
             state["local_norm"] = square.sum()
             state["local_steps"] += 1
-            if self._due(upcoming) or "root_shape" not in state:  # a parameter met first: averaged at once
+            if due or "root_shape" not in state:  # a parameter met first: averaged at once
                 self._stash[p] = g.clone()
 
     def _due(self, step):
@@ -460,10 +460,11 @@ class AdamW(torch.optim.Optimizer):
                 torch._foreach_add_(g, params, alpha=weight_decay)
             if scale != 1.0 or l2:  # what was applied becomes the hook's momentum too
                 momenta = torch._foreach_add(g, previous, alpha=beta1)
+                # the hook's momentum is in units of the loss scale, p.grad unscaled
+                loss_scale = _hook_loss_scale(self.hook_state, params[0].device)
                 for p, momentum in zip(params, momenta):
                     hook_momentum = self.hook_state.momentum_of(p)
-                    if hook_momentum is not None:  # the hook's is in units of the loss scale, p.grad unscaled
-                        loss_scale = _hook_loss_scale(self.hook_state, p.device)
+                    if hook_momentum is not None:
                         hook_momentum.copy_(momentum if loss_scale is None else momentum * loss_scale)
             learning = self._learns(states)
             step = states[0]["step"] + 1

@@ -25,9 +25,11 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
     throw UsageError("peer group blocks must be 0 (automatic) .. " + std::to_string(kMaxBlocks));
   if (!(config_.timeoutSeconds > 0)) throw UsageError("the peer group timeout must be positive");
   if (config_.reduction == Reduction::kByGroupSize) {
-    config_.reduction = ranks() == 2 ? Reduction::kAllPush : Reduction::kPull;
+    config_.reduction = Reduction::kAllPush;
     pushMinBytes_ = 8 << 20;
   }
+  if (config_.peerOrder == PeerOrder::kByGroupSize)
+    config_.peerOrder = ranks() > 2 ? PeerOrder::kRotated : PeerOrder::kRankOrder;
   if (ranks() < 2) config_.reduction = Reduction::kPull;  // nobody to push to
   if (config_.pushChunkBytes == kAutomatic) config_.pushChunkBytes = DefaultPushChunkBytes(ranks());
   if (config_.pushChunkBytes < (16 << 10) || config_.pushChunkBytes > (1 << 20))

@@ -49,9 +49,9 @@ size_t DefaultOneShotMaxBytes(int ranks);
 size_t DefaultPushChunkBytes(int ranks);
 
 // How two-shot reductions move data: kAllPush writes each peer's part into its inbox (writes only over NVLink),
-// kPull has each owner read its shard from every peer. kByGroupSize: on 2 GPUs all-push from 8 MiB, pull below; on
-// more, pull (measured on H200s, bench/NOTES.md: on 2 GPUs all-push is 5-10% faster from 16 MiB and pull faster at
-// 2-4 MiB; on 4 all-push is slower up to 64 MiB and no faster above).
+// kPull has each owner read its shard from every peer. kByGroupSize: all-push from 8 MiB, pull below (bench/NOTES.md:
+// on 2 H200s all-push is 5-10% faster from 16 MiB and pull faster at 2-4 MiB; on 4 H100s all-push in the rotated peer
+// order is 1.02-1.11x NCCL from 32 MiB where pull is 0.87-0.97x, and pull is faster at 2 MiB).
 enum class Reduction { kByGroupSize, kAllPush, kPull };
 
 struct PeerGroupConfig {
@@ -63,7 +63,7 @@ struct PeerGroupConfig {
   bool interleaved = true;  // two-shot blocks take interleaved chunks (false: one slice each)
   Reduction reduction = Reduction::kByGroupSize;
   size_t pushChunkBytes = kAutomatic;  // all-push chunk per block and peer at most, 16 KiB .. 1 MiB (by group size)
-  PeerOrder peerOrder = PeerOrder::kRankOrder;  // two-shot blocks write to their peers in this order
+  PeerOrder peerOrder = PeerOrder::kByGroupSize;  // two-shot blocks write to their peers in this order
 };
 
 class PeerGroup {

@@ -18,8 +18,8 @@ what crosses the nodes:
     average u (as sqrt(u), at variance_bits) at steps 1, 2, 4, 8, ... and then every variance_interval steps, and the
     denominator is fixed from that average in between, the same on every rank. A rank's gradient is noisier than
     the average over N ranks, so sqrt(u) overstates Adam's denominator; at each synchronisation the ranks also sum
-    their gradients (at 8 bits) and the squared norms of their gradients, and each parameter's v is divided by the
-    ratio mean ||g_rank||^2 / ||mean g_rank||^2 (between 1 and N). No step count to choose per model.
+    their gradients (every 8th element, at 8 bits) and the squared norms of those, and each parameter's v is divided
+    by the ratio mean ||g_rank||^2 / ||mean g_rank||^2 (between 1 and N). No step count to choose per model.
   - **the older policy**, with variance_steps=N (or a hook warm-up, GradaggState(warmup_steps=N)): v learns from g
     during the first N steps and is frozen after them, as 1-bit Adam does. variance_steps=N keeps it with any hook.
     second_moment="synced" or "frozen" chooses either whatever the hook's warm-up: a warm-up then only sets the
@@ -55,9 +55,18 @@ import gradagg
 _CPU_CHUNK = 1 << 18  # elements
 _GUARD_WARMUP = 10  # steps of the running mean before the guard may fire
 _GUARD_DECAY = 0.95
+_MAX_SKIPS = 20  # steps in a row with a non-finite momentum: the run is dead, and the optimizer says so
 _DRIFT = 4.0  # a second moment's level that moved this many times either way since it was averaged is stale
 _SPIKE = 1000.0  # one that rose this many times (its gradients' norm 30x) is the guard's event: a loss spike
+_RATIO_STRIDE = 8  # the noise ratio reads every 8th element of a parameter of at least _RATIO_MIN elements
+_RATIO_MIN = 2048
 _log = logging.getLogger("gradagg")
+
+
+def _ratio_sample(g):
+    """The elements of a flat gradient that the noise ratio reads: a ratio of two sums of squares needs no more, and
+    the synchronisation sends 8 bits for each of them."""
+    return g[::_RATIO_STRIDE] if g.numel() >= _RATIO_MIN else g
 
 
 def _chunks(params):
@@ -206,7 +215,7 @@ class AdamW(torch.optim.Optimizer):
             state["local_norm"] = square.sum()
             state["local_steps"] += 1
             if due or "root_shape" not in state:  # a parameter met first: averaged at once
-                self._stash[p] = g.clone()
+                self._stash[p] = _ratio_sample(g).clone()
 
     def _due(self, step):
         return self._guard["due"] or synchronises(step, self._guard["restart"], self.variance_interval)
@@ -232,7 +241,8 @@ class AdamW(torch.optim.Optimizer):
         range that keeps small elements), and the result rescaled so that its squares sum to what the mean of u sums
         to (that sum travels at 32 bits). A rank's gradient is noisier than the average over N ranks, so that
         overstates Adam's v: each parameter's is divided by the ratio of mean ||g_rank||^2 to ||mean g_rank||^2 in
-        this step (the gradients summed at 8 bits, the norms at 32), which lies between 1 and N; then bias-corrected."""
+        this step (read on every 8th element of a large parameter, the gradients summed at 8 bits, the norms at 32),
+        which lies between 1 and N; then bias-corrected."""
         if any("local_exp_avg_sq" not in self.state[p] for p in params):
             raise RuntimeError("gradagg.torch: a parameter reached the optimizer without passing the hook "
                                "(is the model wrapped in DDP with gradagg.torch.comm_hook registered?)")
@@ -240,7 +250,8 @@ class AdamW(torch.optim.Optimizer):
         # A parameter met for the first time calls for an averaging that others did not expect: they send zeros
         # for the ratio's gradients and keep their ratio (which they have: they were averaged before).
         kept = [p not in self._stash for p in params]
-        gradients = [torch.zeros_like(r) if keep else self._stash.pop(p) for p, r, keep in zip(params, roots, kept)]
+        gradients = [torch.zeros_like(_ratio_sample(r)) if keep else self._stash.pop(p)
+                     for p, r, keep in zip(params, roots, kept)]
         sums = torch.stack([g.square().sum() for g in gradients] +
                            [self.state[p]["local_exp_avg_sq"].sum() for p in params]).to(torch.float32)
         size = self._sum("second_moment", self.variance_bits, roots)
@@ -392,7 +403,13 @@ class AdamW(torch.optim.Optimizer):
         if healthy:
             guard["mean"] = rms if guard["count"] == 0 else _GUARD_DECAY * guard["mean"] + (1 - _GUARD_DECAY) * rms
             guard["count"] += 1
+            guard["skips"] = 0
             return False
+        guard["skips"] = guard.get("skips", 0) + 1 if not finite else 0
+        if guard["skips"] >= _MAX_SKIPS:
+            raise RuntimeError(f"gradagg.torch.AdamW: step {step}: the momentum came back non-finite {_MAX_SKIPS} "
+                               "times in a row (each time the step was skipped, on every rank): the run has "
+                               "diverged; resume from a checkpoint with a lower learning rate or more bits")
         what = ("the momentum is not finite: step skipped" if not finite else
                 f"the step's RMS {rms:.3g} is over {self.guard} x its running mean {guard['mean']:.3g}")
         self._event(step, what)

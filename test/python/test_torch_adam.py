@@ -12,7 +12,8 @@
   5. the synchronised second moment (a 1-bit hook without a warm-up): each rank's own second moment is what its
      gradients make it, the denominators are that average (bias-corrected) where the ranks' gradients agree, and
      they, the guard's decisions and the parameters are identical on every rank;
-  6. the guard: silent on a healthy run; a loss spike restarts the synchronisation, a NaN step is skipped;
+  6. the guard: silent on a healthy run; a loss spike restarts the synchronisation, a NaN step is skipped, 20 in a
+     row stop the run with an error;
   7. the hook's first step warns of nothing (its heap search read torch's deprecated reduce_op);
   8. a parameter whose first gradient comes at a step that does not average is averaged then.
 
@@ -32,9 +33,9 @@ import gradagg.torch
 import torch_checks
 
 
-def model_and_ddp():
+def model_and_ddp(hidden=32):
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    model = torch.nn.Sequential(torch.nn.Linear(8, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 4))
     return model, torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.001)  # several buckets
 
 
@@ -206,10 +207,10 @@ def gathered(tensor):
     return parts
 
 
-def train_synced(rank, steps, same_data, spike=None, nan=None, **options):
+def train_synced(rank, steps, same_data, spike=None, nan=None, hidden=32, **options):
     """A DDP model behind a 1-bit hook with the synchronised second moment: `steps` steps, the loss multiplied by
     1e4 at step `spike` and NaN at step `nan` (counted from 1)."""
-    model, ddp = model_and_ddp()
+    model, ddp = model_and_ddp(hidden)
     hook = gradagg.torch.GradaggState(bits=1, momentum=0.9)
     ddp.register_comm_hook(hook, gradagg.torch.comm_hook)
     optimizer = gradagg.torch.AdamW(model.parameters(), hook, lr=0.01, betas=(0.9, 0.95), **options)
@@ -221,7 +222,7 @@ def train_synced(rank, steps, same_data, spike=None, nan=None, **options):
         loss = ddp(torch.randn(16, 8, generator=generator)).square().mean()
         if step == spike:
             loss = loss * 1e4
-        if step == nan:
+        if step == nan or (isinstance(nan, range) and step in nan):
             loss = loss * float("nan")
         loss.backward()
         optimizer.step()
@@ -231,9 +232,10 @@ def train_synced(rank, steps, same_data, spike=None, nan=None, **options):
 def check_synchronised(rank, size):
     """Same data on every rank: the gradients agree, so the average over ranks is each rank's and the denominator at a
     synchronising step (4, 8) is sqrt(u / (1 - beta2^t)) + eps of the rank's own u = EMA(g^2), which must be what the
-    recorded gradients make; then other data per rank: everything identical across ranks."""
+    recorded gradients make; then other data per rank: everything identical across ranks. The hidden layer's
+    weights (2048) are large enough that the noise ratio reads a sample of them."""
     for same_data in (True, False):
-        model, optimizer, hook, recorder = train_synced(rank, 8, same_data, variance_bits=32)
+        model, optimizer, hook, recorder = train_synced(rank, 8, same_data, hidden=256, variance_bits=32)
         for p in model.parameters():
             state = optimizer.state[p]
             u = torch.zeros(p.numel())
@@ -270,6 +272,12 @@ def check_guard(rank, size):
     events = torch.tensor(steps, dtype=torch.float64)
     assert all(torch.equal(events, x) for x in gathered(events)), "the ranks decided differently"
     close(hook)
+    try:  # a run whose momentum stays NaN has diverged: the optimizer stops it, on every rank, rather than skip on
+        _, _, hook, _ = train_synced(rank, 40, False, nan=range(10, 41))
+    except RuntimeError as error:
+        assert "non-finite 20 times in a row" in str(error) and "step 10:" in str(error), str(error)
+    else:
+        raise AssertionError("20 steps in a row with a NaN momentum went on without an error")
 
 
 class BareHook:

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(cmake make g++ python3 libopenmpi-dev openmpi-bin libboost-program-options-dev
           libgtest-dev libgmock-dev libbenchmark-dev libhwy-dev zlib1g-dev dataset-fashion-mnist
-          python3-numpy python3-mpi4py python3-torch python3-matplotlib slurm-wlm munge
+          python3-numpy python3-mpi4py python3-torch python3-matplotlib python3-venv slurm-wlm munge
           libopenblas0-pthread)
 
 missing=()

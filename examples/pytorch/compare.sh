@@ -7,7 +7,7 @@
 # "allreduce;gradagg --bits 32;gradagg --bits 1;gradagg --bits 1 --full-precision-steps 468", the last one 1 bit
 # after one epoch in float32 on 2 ranks; any of the example's options may follow a mode).
 # Run from the repository root, with the package importable
-# (scripts/install_python_package.sh, or PYTHONPATH=python GRADAGG_LIBRARY=...).
+# (pip install . in the repository, or PYTHONPATH=python GRADAGG_LIBRARY=...).
 set -euo pipefail
 out=$1
 shift

@@ -43,7 +43,7 @@ def _candidates():
     if explicit:
         return [explicit]
     here = os.path.dirname(os.path.abspath(__file__))
-    found = [os.path.join(here, "libgradagg_c.so"),  # copied in by scripts/install_python_package.sh
+    found = [os.path.join(here, "libgradagg_c.so"),  # installed with the package (pip install .)
              os.path.join(os.path.dirname(os.path.dirname(here)), "build", "lib", "libgradagg_c.so")]  # source tree
     system = ctypes.util.find_library("gradagg_c")
     return found + ([system] if system else [])
@@ -67,8 +67,8 @@ def _load():
             return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
         except OSError as error:
             tried.append(f"{path} ({error})")
-    raise ImportError("gradagg: cannot load libgradagg_c.so; build it (scripts/build.sh) and set GRADAGG_LIBRARY, or "
-                      "install the package with scripts/install_python_package.sh. Tried: " + "; ".join(tried))
+    raise ImportError("gradagg: cannot load libgradagg_c.so; install the package (pip install . in the repository), "
+                      "or build it (scripts/build.sh) and set GRADAGG_LIBRARY. Tried: " + "; ".join(tried))
 
 
 lib = _load()

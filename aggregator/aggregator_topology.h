@@ -2,10 +2,11 @@
 // the run by it instead of discovering it a second time. Internal: not installed.
 #pragma once
 
-#include "gradagg/aggregator.h"
 #include "mpi_glue/node_topology.h"
 
 namespace gradagg {
+
+class Aggregator;
 
 const NodeTopology& TopologyOf(const Aggregator& aggregator);
 

@@ -9,7 +9,8 @@
 #include <mutex>
 #include <thread>
 
-#include "gradagg/aggregator.h"
+#include "gradagg/aggregation_stats.h"
+#include "gradagg/pending_aggregation.h"
 
 namespace gradagg::detail {
 

@@ -25,7 +25,9 @@
 
 #include "aggregator/cross_node_backend.h"
 #include "aggregator/exchange_plan.h"
-#include "gradagg/aggregator.h"
+#include "gradagg/aggregation_stats.h"
+#include "gradagg/options.h"
+#include "gradagg/residuals.h"
 
 namespace gradagg {
 

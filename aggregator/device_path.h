@@ -7,7 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "gradagg/aggregator.h"
+#include "gradagg/aggregation_stats.h"
+#include "gradagg/errors.h"
+#include "gradagg/options.h"
+#include "gradagg/residuals.h"
 #include "mpi_glue/node_topology.h"
 #include "quantize/bucket_layout.h"
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "aggregator/cross_node_phase.h"
-#include "gradagg/aggregator.h"
+#include "gradagg/aggregation_stats.h"
 #include "nvlink/flat_buffers.h"
 #include "nvlink/intra_node_phase.h"
 #include "quantize/bucket_layout.h"

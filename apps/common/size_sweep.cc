@@ -1,6 +1,6 @@
 #include "apps/common/size_sweep.h"
 
-#include "apps/gradagg/cli_options.h"
+#include "apps/common/byte_size.h"
 
 namespace gradagg::cli {
 namespace {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/byte_size.h"
 #include "gradagg/options.h"
 
 namespace gradagg::cli {
@@ -42,8 +43,6 @@ struct ParseResult {
 ParseResult ParseCommandLine(int argc, const char* const* argv);
 
 // "16M" -> 16777216. K, M, G are binary (1024); a trailing B is allowed. nullopt for anything else.
-std::optional<uint64_t> ParseByteSize(const std::string& text);
-
 std::string FormatDevice(Device device);
 
 // The lengths of the tensors that cover `count` elements: `pattern` repeated, the last one cut short; {count} for an

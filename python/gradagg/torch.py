@@ -113,6 +113,15 @@ class GradaggState:
         self._waiter = threading.Thread(target=self._complete, daemon=True, name="gradagg-hook")
         self._waiter.start()
 
+    def loss_scale(self, device):
+        """The GradScaler's scale as a scalar on `device`, or None without one in use: the units the hook's momentum
+        is in."""
+        scaler = self.grad_scaler
+        if scaler is None or not scaler.is_enabled():
+            return None
+        scale = getattr(scaler, "_scale", None)
+        return (scale if scale is not None else torch.tensor(scaler.get_scale())).to(device, torch.float32)
+
     @property
     def full_precision_steps(self):  # the older name
         return self.warmup_steps
@@ -267,7 +276,7 @@ def _follow_loss_scale(state, key, momentum):
     """With a GradScaler, the gradients arrive multiplied by its scale, and so does the momentum the hook keeps; when
     the scale changed since the bucket's last step (halved after an overflow, doubled after a run of good steps), the
     momentum is brought to the new one (a factor of a power of two: exact)."""
-    scale = _loss_scale(state, momentum.device)
+    scale = state.loss_scale(momentum.device)
     if scale is None:
         return
     stored = state.momentum_scales.get(key)
@@ -283,15 +292,6 @@ def _parts(momentum, tensors):
     return list(momentum.split([t.numel() for t in tensors])) if len(tensors) > 1 else [momentum]
 
 
-def _loss_scale(state, device):
-    """The GradScaler's scale as a device scalar, or None without one in use."""
-    scaler = state.grad_scaler
-    if scaler is None or not scaler.is_enabled():
-        return None
-    scale = getattr(scaler, "_scale", None)
-    return (scale if scale is not None else torch.tensor(scaler.get_scale())).to(device, torch.float32)
-
-
 def _start(state, aggregator, parameters, gradients, momentum, buffer=None, last=True):
     """Starts one bucket's aggregation: `gradients`, one flat tensor per parameter of `parameters` (views of `buffer`,
     their contiguous whole, where they lie in one), and its momentum, a contiguous tensor laid out as they are (or
@@ -303,7 +303,7 @@ def _start(state, aggregator, parameters, gradients, momentum, buffer=None, last
             raise ValueError("gradagg.torch: a DDP bucket's gradients are not laid out per parameter, so "
                              "gradagg.torch.AdamW cannot keep each rank's second moment")
         for observe in state.observers:
-            observe(parameters, gradients, _loss_scale(state, gradients[0].device))
+            observe(parameters, gradients, state.loss_scale(gradients[0].device))
     if momentum is not None:  # beta * m + g: the sum over ranks is size * (beta m + mean g)
         # Per parameter, as a resumed run's first step must do it too (its buckets are not DDP's).
         torch._foreach_add_(gradients, _parts(momentum, gradients), alpha=state.momentum)

@@ -27,6 +27,7 @@
 #include <memory>
 #include <vector>
 
+#include "gradagg/aggregation_stats.h"
 #include "gradagg/device_gradient.h"
 #include "gradagg/errors.h"
 #include "gradagg/gradient_buffer.h"
@@ -38,29 +39,6 @@
 namespace gradagg {
 
 class NodeTopology;  // internal: where the ranks sit (the project's own tools read it through TopologyOf)
-
-// Seconds spent by this rank in the last call, per phase (filled when options.timing is on; total always).
-struct PhaseTimes {
-  double agreement = 0.0;      // size check and header sum
-  double reduceScatter = 0.0;  // phase 1
-  double quantize = 0.0;       // phase 2: every encode
-  double exchange = 0.0;       // phase 2: the rest of the phase, waiting on MPI traffic (encodes overlap it)
-  double decode = 0.0;         // phase 2: decodes and sums
-  double allGather = 0.0;      // phase 3
-  double total = 0.0;
-};
-
-struct AggregationStats {
-  PhaseTimes times;
-  size_t interNodeBytesSent = 0;   // bytes this rank sent across nodes in the last call
-  size_t interNodeFloatBytes = 0;  // what the same exchange would send as float32
-  bool inPlace = false;            // device calls: the tensor was reduced where it lies, not copied (see
-                                   // RegisterDeviceBuffer)
-  // Quantization buckets that came out non-finite in the last call, the same number on every rank: buckets whose
-  // input across nodes (gradient + carried error) held a NaN or Inf, or whose statistics overflowed float32. 0 when
-  // nothing crossed nodes quantized (one node, or bits 32, where NaN and Inf pass through element by element).
-  size_t nonFiniteBuckets = 0;
-};
 
 class Aggregator {
  public:

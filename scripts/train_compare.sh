@@ -6,7 +6,7 @@
 #             plus 1 bit with the momentum applied after the aggregation (--aggregate gradient), the old way
 #   adam:     Adam, cosine schedule, lr $ADAM_LR
 # 1 bit runs with the trainer's default mean threshold, and again with CNTK's zero threshold (mode 1bit_zero).
-# The learning rates default to float32's best of scripts/train_lr_sweep.sh. Writes OUT_DIR/<recipe>__<mode>__seed<N>.csv,
+# The learning rates default to float32's best of bench/rounds/train_lr_sweep.sh. Writes OUT_DIR/<recipe>__<mode>__seed<N>.csv,
 # then OUT_DIR/summary.md (mean and spread of the last epoch's test accuracy) and OUT_DIR/accuracy.png
 # (scripts/training_report.py). Extra arguments go to every train run (for example --device cuda).
 #   scripts/train_compare.sh bench/results/train_recipes

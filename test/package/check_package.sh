@@ -34,7 +34,7 @@ if [ -f "$build/cmake_install.cmake" ]; then
   cmake --install "$build" --prefix "$scratch/prefix" >/dev/null
   DESTDIR="$scratch/staged" cmake --install "$build" --prefix /opt/gradagg-package-test >/dev/null
   mv "$scratch/staged/opt/gradagg-package-test" "$scratch/moved"
-else  # an installed prefix carried to another machine (scripts/gpu_package_round.sh): copied to two places
+else  # an installed prefix carried to another machine (bench/rounds/package.sh): copied to two places
   [ -f "$build/include/gradagg/aggregator.h" ] || fail "$build is neither a build folder nor an installed prefix"
   cp -a "$build" "$scratch/prefix"
   cp -a "$build" "$scratch/moved"

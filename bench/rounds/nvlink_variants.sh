@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The NVLink allreduce benchmark once per variant of the GRADAGG_NVLINK_* settings, on every GPU of the machine (at
 # most 8), each run with NCCL beside it, for comparing versions of a kernel in one device session.
-#   scripts/gpu_nvlink_variants.sh BIN_DIR OUT_DIR "NAME=VALUE ..." ["NAME=VALUE ..." ...] -- BENCHMARK_ARGS...
+#   bench/rounds/nvlink_variants.sh BIN_DIR OUT_DIR "NAME=VALUE ..." ["NAME=VALUE ..." ...] -- BENCHMARK_ARGS...
 # A variant is a space-separated list of environment settings ("" for the defaults). Writes
 # OUT_DIR/variant_<i>.txt and prints, per variant, size, gradagg us, #wrong, NCCL us and the speedup.
 set -uo pipefail

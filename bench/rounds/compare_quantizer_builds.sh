@@ -2,7 +2,7 @@
 # Times two builds of the quantizer benchmarks in one run, interleaved (before, after, before, after, ...), so that
 # clock and thermal drift fall on both alike, and prints each benchmark's median GB/s per build and the ratio.
 #
-#   scripts/compare_quantizer_builds.sh BEFORE_DIR AFTER_DIR OUT_FILE [cpu|cuda] [ROUNDS]
+#   bench/rounds/compare_quantizer_builds.sh BEFORE_DIR AFTER_DIR OUT_FILE [cpu|cuda] [ROUNDS]
 #
 # CPU rows are Google Benchmark's bytes per second; CUDA rows the benchmark's event-timed GB/s of float32 input.
 # Each DIR holds gradagg_quantize_benchmark (cpu) or gradagg_cuda_quantize_benchmark (cuda), and for the latter

@@ -7,9 +7,9 @@
 #   4. compute-sanitizer memcheck of the device tests on one layout;
 #   5. the table (gradagg, ncclAllReduce, MPI_Allreduce) on 2x(N/2) at 1 bit, with each transport.
 #
-#   scripts/gpu_aggregation_round.sh BIN_DIR OUT_DIR [MPI_PREFIX]
+#   bench/rounds/aggregation.sh BIN_DIR OUT_DIR [MPI_PREFIX]
 #
-# BIN_DIR holds gradagg and gradagg_device_gpu_tests (scripts/stage_for_device.sh). Logs go to OUT_DIR (at most
+# BIN_DIR holds gradagg and gradagg_device_gpu_tests (bench/rounds/stage.sh). Logs go to OUT_DIR (at most
 # eight files, as much as the device tool brings back); a summary is printed last and kept in summary.txt.
 set -uo pipefail
 bin=$(cd "$1" && pwd) out=$2 prefix=${3:-}

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CUDA runtime calls per aggregation call: kernel launches, copies, event records and queries, and host waits.
 
-  scripts/cuda_call_count.py [--counter LIB] [--iters A,B] [--json FILE] -- mpirun ... gradagg ... [gradagg options]
+  bench/rounds/cuda_call_count.py [--counter LIB] [--iters A,B] [--json FILE] -- mpirun ... gradagg ... [gradagg options]
 
 Runs the gradagg command twice, with -n A and then -n B timed calls appended (the command must not set -n; use
 --size for one size and --no-baseline --no-nccl, so that only gradagg's calls differ between the runs), each rank
@@ -16,7 +16,7 @@ import re
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 LINE = re.compile(r"^# cuda calls \(rank (\d+)\): (.*)$")
 
 

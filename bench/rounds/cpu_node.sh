@@ -5,10 +5,10 @@
 #   cli_1x2.txt        the issue's command three times: gradagg against MPI_Allreduce on 2 ranks of one node
 #   main_job_2x2.txt   the emulated main job (scripts/run_main.sh's network, 64 MiB, 1 bit) three times, with the
 #                      rs and ag columns; given BEFORE (another build's gradagg), that build in turn, run for run
-# Usage: scripts/cpu_node_round.sh OUT [BEFORE]   (root, for the emulated network; after scripts/build.sh)
+# Usage: bench/rounds/cpu_node.sh OUT [BEFORE]   (root, for the emulated network; after scripts/build.sh)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-out=${1:?usage: cpu_node_round.sh OUT [BEFORE]}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=${1:?usage: cpu_node.sh OUT [BEFORE]}
 before=${2:-}
 . "$root/scripts/mpi_env.sh"
 mkdir -p "$out"

@@ -5,11 +5,11 @@
 # one after the other per seed. Prints one table: for each target accuracy, the training seconds (compute plus
 # aggregation, summed over epochs; the per-epoch test is not counted) until an epoch's test accuracy reached it,
 # and the ratio to MPI_Allreduce. Every run's CSV and log stay in OUT_DIR; a run whose CSV is there is kept.
-#   scripts/train_time_to_accuracy.sh OUT_DIR [TRAIN_OPTIONS...]
+#   bench/rounds/train_time_to_accuracy.sh OUT_DIR [TRAIN_OPTIONS...]
 # Environment: RATES (default "1gbit 100mbit"), SEEDS (default "1 2"), EPOCHS (default 10), TARGETS (test
 # accuracies, default "0.85 0.87 0.88"). Run from the repository root after scripts/build.sh.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$1
 shift
 mkdir -p "$out"

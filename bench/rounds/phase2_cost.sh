@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 19's fixed cost of the GPU phase 2: 2 ranks as 2 nodes of 1, all traffic over TCP on loopback (Open MPI's
 # TCP transport, gradagg's staged exchange), 1 bit. Runs
-#   1. CUDA runtime calls per aggregation call (scripts/cuda_call_count.py), with and without per-phase timing;
+#   1. CUDA runtime calls per aggregation call (bench/rounds/cuda_call_count.py), with and without per-phase timing;
 #   2. each call's host timeline of steps (GRADAGG_TRACE=3) at 1 and 4 MiB;
 #   3. whole-call times of this build and, where given, an earlier one, interleaved, 3 rounds;
 #   4. settings: Open MPI's TCP transport (eager limit, links per peer) and the staging chunk, 4 MiB to 256 MiB, each
@@ -13,11 +13,11 @@
 # With one GPU both ranks share it through MPS (started here, stopped at the end), so that neither waits for the
 # other's time slice; with two or more, one GPU each.
 #
-#   scripts/gpu_phase2_cost_round.sh BIN_DIR OUT_DIR [EARLIER_BIN_DIR]
+#   bench/rounds/phase2_cost.sh BIN_DIR OUT_DIR [EARLIER_BIN_DIR]
 #
-# BIN_DIR holds gradagg and libgradagg_cuda_call_counter.so (scripts/stage_for_device.sh); logs go to OUT_DIR.
+# BIN_DIR holds gradagg and libgradagg_cuda_call_counter.so (bench/rounds/stage.sh); logs go to OUT_DIR.
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(cd "$1" && pwd)
 out=$2
 earlier=${3:+$(cd "$3" && pwd)}
@@ -51,7 +51,7 @@ common=(--device cuda --ranks-per-node 1 --cuda-aware-mpi off --bits 1 --no-base
 [[ $parts == *" calls "* ]] && for size in 1M 4M; do
   for timing in "" --no-phase-times; do
     name="calls_${size}${timing:+_untimed}"
-    python3 "$root/scripts/cuda_call_count.py" --counter "$bin/libgradagg_cuda_call_counter.so" --json "$out/$name.json" \
+    python3 "$root/bench/rounds/cuda_call_count.py" --counter "$bin/libgradagg_cuda_call_counter.so" --json "$out/$name.json" \
       -- "${launch[@]}" "$bin/gradagg" "${common[@]}" --size "$size" -w 3 $timing > "$out/$name.md" 2>&1 || status=1
   done
 done

@@ -9,7 +9,7 @@ collectives, timed in the same run, and one table of the ratios with the phase t
      to its TCP transport, gradagg's staged exchange; 1 bit vs ncclAllReduce and MPI_Allreduce, 1 MiB to 1 GiB.
      Skipped (and said so) where fewer than 2 GPUs are visible.
 
-  scripts/network_bound_round.py OUT_DIR [--bin DIR] [--parts cpu,gpu] [--iters N] [--eager-limit BYTES]
+  bench/rounds/network_bound.py OUT_DIR [--bin DIR] [--parts cpu,gpu] [--iters N] [--eager-limit BYTES]
 
 Open MPI's TCP eager limit is raised to 1 MiB by default (--eager-limit 0 keeps Open MPI's 64 KiB), as docs/multi-node.md
 recommends for 1-bit traffic: a few MiB of gradient make 1-bit messages of tens of KB, which would otherwise each
@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MIB = 1 << 20
 # NCCL and Open MPI both over TCP on loopback, as between two hosts with one NIC each.
 SOCKET_ENV = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1", "NCCL_NET": "Socket",

@@ -2,12 +2,12 @@
 # The Python package on the GPU machine (PyTorch there): on 2 ranks as 1 node of 2 and as 2 nodes of 1, sharing the
 # machine's GPUs (GRADAGG_NVLINK_SHARE_GPUS=1 where there is one), test/python/test_numpy.py against the C++ API
 # (gradagg_python_reference) and test/python/test_torch.py (tensors, the DDP hook bitwise against an Aggregator).
-#   scripts/gpu_python_round.sh BIN_DIR OUT_DIR
-# BIN_DIR holds libgradagg_c.so, gradagg_python_reference and the shared libraries (scripts/stage_for_device.sh).
+#   bench/rounds/python.sh BIN_DIR OUT_DIR
+# BIN_DIR holds libgradagg_c.so, gradagg_python_reference and the shared libraries (bench/rounds/stage.sh).
 set -uo pipefail
 bin=$(cd "$1" && pwd) out=$2
 mkdir -p "$out"
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 export LD_LIBRARY_PATH="$bin:${LD_LIBRARY_PATH:-}" GRADAGG_LIBRARY="$bin/libgradagg_c.so" PYTHONPATH="$root/python"
 export NCCL_NVLS_ENABLE=0
 { command -v python3; python3 -c "import sys, torch, numpy; print(sys.version.split()[0], 'torch', torch.__version__,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One test round of the CUDA quantizer on the GPU machine: the GPU tests, the throughput benchmark against the
 # device's copy bandwidth, and the tests under compute-sanitizer (memcheck, racecheck, initcheck).
-#   scripts/gpu_quantizer_round.sh BIN_DIR OUT_DIR
+#   bench/rounds/quantizer.sh BIN_DIR OUT_DIR
 # BIN_DIR holds gradagg_gpu_tests, gradagg_cuda_quantize_benchmark and libbenchmark.so.1debian (built on the
 # Debian machine); logs go to OUT_DIR. Prints a short summary last.
 set -uo pipefail

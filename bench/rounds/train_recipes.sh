@@ -3,11 +3,11 @@
 # scripts/train_compare.sh with --device cuda for momentum 0.9 and Adam, float32 against 1 bit (and 1 bit with the
 # momentum applied after the aggregation), 3 seeds. 2 ranks as 2 emulated nodes of 1: one GPU each where the machine
 # has two, sharing it where it has one.
-#   scripts/gpu_train_recipes.sh BIN_DIR OUT_DIR
-# BIN_DIR comes from scripts/stage_for_device.sh --with-data. Writes OUT_DIR/cuda_model_test.txt,
+#   bench/rounds/train_recipes.sh BIN_DIR OUT_DIR
+# BIN_DIR comes from bench/rounds/stage.sh --with-data. Writes OUT_DIR/cuda_model_test.txt,
 # OUT_DIR/summary.md and OUT_DIR/runs.tar (the CSVs and logs: the device tool brings back eight files).
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(cd "$1" && pwd) out=$2
 mkdir -p "$out/runs"
 cuda_libs=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null | tr "\n" :)

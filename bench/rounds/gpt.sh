@@ -4,12 +4,12 @@
 # sharing the GPU (DDP over gloo: NCCL refuses two ranks on one GPU), JOBS runs at a time. Each run is one line of
 # RUNS (separated by ";"): NAME SEED EXAMPLE_OPTIONS... Writes OUT/summary.txt (a row per run) and OUT/runs.tar.gz
 # (every run's log and JSON).
-#   scripts/gpu_gpt_round.sh CARRY_DIR OUT
+#   bench/rounds/gpt.sh CARRY_DIR OUT
 # Environment: RUNS, JOBS (default 3), LIMIT (seconds per run, default 540), EXTRA (options for every run), GPUS (the
 # runs' CUDA_VISIBLE_DEVICES in turn, separated by spaces: "0,1 2 3" puts the first run on GPUs 0 and 1, one rank each,
 # as --backend nccl needs, the second on GPU 2, the third on 3, the fourth on 0 and 1 again; default: every GPU).
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 carry=$(cd "$1" && pwd) out=$2
 mkdir -p "$out/runs"
 . "$root/scripts/mpi_env.sh"

@@ -2,9 +2,9 @@
 # gradagg --check again and again on GPU layouts, to catch what fails only now and then (a race shows as a rare
 # FAIL). Each run sweeps 1 KiB .. 4 MiB, the bit widths taking turns; a failing run's per-rank lines (which elements
 # differ, from which step) are kept. Every other round cuts the gradient into the tensors 2,5010,6 (--tensors). With fewer GPUs than ranks the ranks share them: correctness only.
-#   scripts/gpu_check_repeat.sh BIN_DIR OUT_DIR SECONDS [LAYOUT...]
+#   bench/rounds/check_repeat.sh BIN_DIR OUT_DIR SECONDS [LAYOUT...]
 # LAYOUT is RANKS:RANKS_PER_NODE:GROUP_SIZE[:ENV=VALUE,...] (default 4:2:1 and 4:2:2); layouts take turns until
-# SECONDS have passed. BIN_DIR holds gradagg and its libraries (scripts/stage_for_device.sh); GRADAGG_PROGRAM names
+# SECONDS have passed. BIN_DIR holds gradagg and its libraries (bench/rounds/stage.sh); GRADAGG_PROGRAM names
 # another build of it there (to compare two builds).
 set -uo pipefail
 bin=$(cd "$1" && pwd) out=$2 seconds=$3 program=${GRADAGG_PROGRAM:-gradagg}

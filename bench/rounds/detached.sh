@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine: a round longer than one device call, run detached (setsid) so that it goes on between calls
 # while the machine stays held; each call waits a while and copies what the round has written so far.
-#   scripts/gpu_detached.sh start DIR COMMAND...   starts COMMAND (its output in DIR/round.log) unless DIR exists
-#   scripts/gpu_detached.sh wait DIR SECONDS OUT   waits up to SECONDS for it to end; copies DIR, packed, to OUT
+#   bench/rounds/detached.sh start DIR COMMAND...   starts COMMAND (its output in DIR/round.log) unless DIR exists
+#   bench/rounds/detached.sh wait DIR SECONDS OUT   waits up to SECONDS for it to end; copies DIR, packed, to OUT
 set -uo pipefail
 verb=$1 dir=$2
 shift 2
@@ -23,5 +23,5 @@ case $verb in
     for log in "$dir"/*/runs/*.log "$dir"/runs/*.log; do
       [ -e "$log" ] && echo "$(basename "$log"): $(grep 'train_gpt: ' "$log" | tail -n 1)"
     done;;
-  *) echo "usage: gpu_detached.sh start DIR COMMAND... | wait DIR SECONDS OUT" >&2; exit 2;;
+  *) echo "usage: detached.sh start DIR COMMAND... | wait DIR SECONDS OUT" >&2; exit 2;;
 esac

@@ -3,8 +3,8 @@
 # N < 8, on up to 8 ranks sharing the N GPUs: the kernels for larger groups, for correctness only), one memcheck run,
 # and the allreduce benchmark against NCCL on 2 .. N GPUs (N = the GPUs present, at most 8), again with the pulled
 # reduction (GRADAGG_NVLINK_ALL_PUSH=0).
-#   scripts/gpu_nvlink_round.sh BIN_DIR OUT_DIR [BENCHMARK_ARGS...]
-# BIN_DIR holds gradagg_nvlink_gpu_tests and gradagg_nvlink_benchmark (scripts/stage_for_device.sh). Logs go to
+#   bench/rounds/nvlink.sh BIN_DIR OUT_DIR [BENCHMARK_ARGS...]
+# BIN_DIR holds gradagg_nvlink_gpu_tests and gradagg_nvlink_benchmark (bench/rounds/stage.sh). Logs go to
 # OUT_DIR; a short summary is printed last.
 set -uo pipefail
 bin=$(cd "$1" && pwd) out=$2

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# On the GPU machine: the installed CUDA build of the package, staged by `scripts/stage_for_device.sh --with-package`
+# On the GPU machine: the installed CUDA build of the package, staged by `bench/rounds/stage.sh --with-package`
 # into .device-carry/package, used as a user would with the machine's own CMake, compiler and MPI: test/package's
 # check (a C++-only and a C-only consumer, and the trainer of docs/cpp-api.md at 32 bits on 2 ranks as 2 emulated nodes).
 # Writes OUT/toolchain.txt and OUT/package.txt.
-#   scripts/gpu_package_round.sh PREFIX OUT
+#   bench/rounds/package.sh PREFIX OUT
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 prefix=$(cd "$1" && pwd) out=$2
 mkdir -p "$out"
 . "$root/scripts/mpi_env.sh"

@@ -9,10 +9,10 @@
 #   4. the allreduce benchmark with 2 groups of 1 against the host fallback (--host-fallback) and, when every rank
 #      has a GPU of its own, NCCL, in the same run.
 #
-#   scripts/gpu_group_round.sh BIN_DIR OUT_DIR [BENCHMARK_ARGS...]
+#   bench/rounds/nvlink_groups.sh BIN_DIR OUT_DIR [BENCHMARK_ARGS...]
 #
 # BIN_DIR holds gradagg, gradagg_nvlink_gpu_tests, gradagg_device_gpu_tests and gradagg_nvlink_benchmark
-# (scripts/stage_for_device.sh). Logs go to OUT_DIR; a summary is printed last and kept in summary.txt.
+# (bench/rounds/stage.sh). Logs go to OUT_DIR; a summary is printed last and kept in summary.txt.
 # PARTS="nvlink device memcheck benchmark" (the default: all four) picks some, to fit a device call's time limit.
 set -uo pipefail
 bin=$(cd "$1" && pwd) out=$2

@@ -7,7 +7,7 @@
 # and all of them together pass the device tool's 64 MiB. Build first (scripts/build.sh); CUDA binaries exist only
 # where nvcc was found.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 carry="$root/.device-carry"
 rm -rf "$carry"
 mkdir -p "$carry"
@@ -27,12 +27,12 @@ hwy=$(ldconfig -p | awk '/libhwy\.so\.1 / && !found {print $NF; found = 1}')
 [ -n "$hwy" ] && cp "$hwy" "$carry/"
 # The CUDA runtime the binaries were linked with (shared by default), so they need nothing of the machine's but the
 # driver; the C API's library, for the Python package (PYTHONPATH=python GRADAGG_LIBRARY=.device-carry/...); and the
-# counter of CUDA runtime calls (scripts/cuda_call_count.py).
+# counter of CUDA runtime calls (bench/rounds/cuda_call_count.py).
 for library in "$root"/build/lib/libgradagg_c.so "$root"/build/lib/libgradagg_cuda_call_counter.so $(ldd "$root/build/bin/gradagg" 2>/dev/null | awk '/libcudart/ {print $3}'); do
   [ -f "$library" ] && cp "$library" "$carry/"
 done
 # With --with-package, also the installed package (cmake --install) in .device-carry/package, Highway's library beside
-# libgradagg.so (the GPU machine has none), for scripts/gpu_package_round.sh.
+# libgradagg.so (the GPU machine has none), for bench/rounds/package.sh.
 for option in "$@"; do
   if [ "$option" = --with-package ]; then
     cmake --install "$root/build" --prefix "$carry/package" >/dev/null
@@ -45,4 +45,4 @@ if [[ " $* " == *" --with-data "* ]]; then
 fi
 du -sh "$carry"
 bytes=$(du -sb "$carry" | cut -f1)
-[ "$bytes" -le $((64 << 20)) ] || echo "stage_for_device.sh: $bytes bytes: over the device tool's 64 MiB; use --only" >&2
+[ "$bytes" -le $((64 << 20)) ] || echo "stage.sh: $bytes bytes: over the device tool's 64 MiB; use --only" >&2

@@ -4,19 +4,19 @@
 #   nvlink   the NVLink tests and the NVLink benchmark on the N GPUs, against NCCL in the same run, 1 KiB .. 1 GiB;
 #   table    the end-to-end table on 1xN and 2x(N/2) at 1 bit against ncclAllReduce and MPI_Allreduce, staged (and
 #            CUDA-aware with MPI_PREFIX);
-#   layouts  scripts/gpu_aggregation_round.sh: the device tests on 1xN, 2x(N/2), ..., Nx1 and --check at 1, 2, 4, 8
+#   layouts  bench/rounds/aggregation.sh: the device tests on 1xN, 2x(N/2), ..., Nx1 and --check at 1, 2, 4, 8
 #            and 32 bits on each, staged and (with MPI_PREFIX) CUDA-aware; one compute-sanitizer memcheck;
-#   train    scripts/gpu_train_round.sh: the trainer on 2x(N/2), float32 and 1 bit (needs --with-data).
+#   train    bench/rounds/train.sh: the trainer on 2x(N/2), float32 and 1 bit (needs --with-data).
 # Each part has a time limit; a part that would run past the round's (ROUND_SECONDS, default 560) is reported as not
 # run, so the call returns in time. The data (30 MB) and a CUDA-aware Open MPI (14 MB) do not fit one carry with the
-# binaries, so the prepared calls are (scripts/stage_for_device.sh, the MPI from scripts/build_cuda_aware_openmpi.sh):
-#   PARTS="nvlink table" scripts/gpu_node_acceptance_round.sh .device-carry OUT .device-carry-mpi
-#   PARTS=layouts        scripts/gpu_node_acceptance_round.sh .device-carry OUT .device-carry-mpi
-#   PARTS=train          scripts/gpu_node_acceptance_round.sh .device-carry OUT          (staged --with-data)
+# binaries, so the prepared calls are (bench/rounds/stage.sh, the MPI from scripts/build_cuda_aware_openmpi.sh):
+#   PARTS="nvlink table" bench/rounds/node_acceptance.sh .device-carry OUT .device-carry-mpi
+#   PARTS=layouts        bench/rounds/node_acceptance.sh .device-carry OUT .device-carry-mpi
+#   PARTS=train          bench/rounds/node_acceptance.sh .device-carry OUT          (staged --with-data)
 #
-#   scripts/gpu_node_acceptance_round.sh BIN_DIR OUT_DIR [MPI_PREFIX]
+#   bench/rounds/node_acceptance.sh BIN_DIR OUT_DIR [MPI_PREFIX]
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(cd "$1" && pwd) out=$2 prefix=${3:-}
 mkdir -p "$out"
 [ -n "$prefix" ] && prefix=$(cd "$prefix" && pwd)
@@ -77,13 +77,13 @@ if [[ $parts == *" table "* ]]; then
 fi
 
 if [[ $parts == *" layouts "* ]]; then
-  step "layouts (scripts/gpu_aggregation_round.sh)" $((limit - SECONDS - 5)) "$root/scripts/gpu_aggregation_round.sh" \
+  step "layouts (bench/rounds/aggregation.sh)" $((limit - SECONDS - 5)) "$root/bench/rounds/aggregation.sh" \
     "$bin" "$out/layouts" ${prefix:+"$prefix"} >"$out/layouts.txt" 2>&1
   summary="$summary\n$(cat "$out/layouts/summary.txt" 2>/dev/null)"
 fi
 
 if [[ $parts == *" train "* ]]; then
-  step "trainer (scripts/gpu_train_round.sh, 2 epochs)" $((limit - SECONDS - 5)) "$root/scripts/gpu_train_round.sh" \
+  step "trainer (bench/rounds/train.sh, 2 epochs)" $((limit - SECONDS - 5)) "$root/bench/rounds/train.sh" \
     "$bin" "$out/train" 2 ${prefix:+"$prefix"} >"$out/train.txt" 2>&1
   summary="$summary\n$(grep '^==' "$out/train.txt" 2>/dev/null)"
 fi

@@ -7,13 +7,13 @@
 #   2. a run checkpointed and resumed on the GPU, bitwise the uninterrupted one (test/python/resume_test.sh cuda);
 #   3. the DDP-feature checks with torch's GPU build: test_ddp_features.py on the GPU, then test_ddp_gpu.py
 #      (bfloat16 parameters, GradScaler).
-#   scripts/gpu_production_round.sh BIN_DIR OUT_DIR
+#   bench/rounds/production.sh BIN_DIR OUT_DIR
 # BIN_DIR holds gradagg_failure_drill, gradagg_device_gpu_tests, libgradagg_c.so and the shared libraries:
-#   scripts/stage_for_device.sh --only "gradagg_failure_drill gradagg_device_gpu_tests"
+#   bench/rounds/stage.sh --only "gradagg_failure_drill gradagg_device_gpu_tests"
 set -uo pipefail
 bin=$(cd "$1" && pwd) out=$2
 mkdir -p "$out"
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 export LD_LIBRARY_PATH="$bin:${LD_LIBRARY_PATH:-}" GRADAGG_LIBRARY="$bin/libgradagg_c.so"
 export PYTHONPATH="$root/python:$root/test/python" NCCL_NVLS_ENABLE=0 GRADAGG_NVLINK_SHARE_GPUS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1

@@ -4,8 +4,8 @@
 # nodes of N/2 (2x4 on 8 GPUs; one GPU: 2 ranks share it as 2x1). Gradients go to AggregateGradients from device
 # memory: phases 1 and 3 over NVLink inside each emulated node, phase 2 through MPI (staged through pinned host
 # memory, or CUDA-aware under MPI_PREFIX from scripts/build_cuda_aware_openmpi.sh).
-#   scripts/gpu_train_round.sh BIN_DIR OUT_DIR [EPOCHS [MPI_PREFIX]]
-# BIN_DIR comes from scripts/stage_for_device.sh --with-data. Writes OUT_DIR/train_cuda_<layout>_<mode>.csv, the
+#   bench/rounds/train.sh BIN_DIR OUT_DIR [EPOCHS [MPI_PREFIX]]
+# BIN_DIR comes from bench/rounds/stage.sh --with-data. Writes OUT_DIR/train_cuda_<layout>_<mode>.csv, the
 # runs' output in train.txt and the tests' in cuda_model_test.txt (six files: the device tool brings back eight).
 set -uo pipefail
 bin=$(cd "$1" && pwd) out=$2 epochs=${3:-10} prefix=${4:-}
@@ -27,7 +27,7 @@ fi
 
 "$bin/gradagg_gpu_tests" --gtest_color=no --gtest_filter='CudaModel*' >"$out/cuda_model_test.txt" 2>&1
 echo "== CudaModel tests: exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/cuda_model_test.txt" | tr '\n' ' ')"
-# Plain SGD at lr 0.1, as these four modes were recorded (scripts/gpu_train_recipes.sh runs momentum and Adam).
+# Plain SGD at lr 0.1, as these four modes were recorded (bench/rounds/train_recipes.sh runs momentum and Adam).
 modes=("float32 --bits 32" "1bit_ef --bits 1" "1bit_noef --bits 1 --no-error-feedback" "1bit_ef_stale --bits 1 --stale")
 for mode in "${modes[@]}"; do
   read -r -a words <<<"$mode"

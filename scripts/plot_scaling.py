@@ -2,7 +2,7 @@
 """Draws a scaling sweep (scripts/scaling_sweep.py's CSV): time and inter-node bytes per rank against the number
 of nodes, one line per (algorithm, size), gradagg at each bit width beside MPI_Allreduce of the same gradient.
 
-  scripts/plot_scaling.py bench/results/emulated_nodes_1gbit.csv bench/results/emulated_nodes_1gbit.png
+  scripts/plot_scaling.py bench/results/network_bound/sweeps/emulated_nodes_1gbit.csv bench/results/network_bound/sweeps/emulated_nodes_1gbit.png
 
 Needs matplotlib (apt-get install python3-matplotlib, or pip install matplotlib).
 """

@@ -217,7 +217,7 @@ def command_calibrate(args):
 # ----------------------------------------------------------------------------------------------- projection
 def gpu_cluster():
     """1024 nodes x 8 GPUs, 400 Gbit/s per GPU. Intra-node: NCCL's measured 8-GPU busbw (shared/DEVICE.md);
-    quantizer: gradagg's CUDA kernels on an H100 (bench/results/h100_cuda_quantizer_benchmark.txt: 1-bit encode
+    quantizer: gradagg's CUDA kernels on an H100 (bench/results/quantizer/cuda_benchmark_h100.txt: 1-bit encode
     3.0 TB/s moving 12.14 B per element = 1.0 TB/s of float32 input, decode-accumulate 2.96 TB/s moving 8.14 B =
     1.45 TB/s); network: 90% of line rate, 3 us latency, 1 us software cost per message (assumptions, stated)."""
     return Machine(ranks_per_node=8, link=0.9 * 400e9 / 8, alpha=3e-6, overhead=1e-6, intra_busbw=349e9,

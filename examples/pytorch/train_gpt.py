@@ -343,7 +343,7 @@ def end_without_teardown():
     """Finalises MPI and ends the process without tearing torch down. torch 1.13's ProcessGroupGloo destructor joins
     its worker threads while holding the GIL, and a worker still freeing a tensor that Python has let go of waits
     for the GIL: at exit one rank then hung until killed (a DDP run, and CI's gpt_adamw_one_bit; the stack is in
-    bench/results/time_to_target_cpu_1gbit/exit_hang_stack.txt). The process group stays registered until here, so
+    bench/results/time_to_target/cpu_1gbit/exit_hang_stack.txt). The process group stays registered until here, so
     DDP's Reducer is never its last owner, and nothing destroys it."""
     sys.stdout.flush()
     sys.stderr.flush()

@@ -12,8 +12,8 @@ namespace gradagg::nvlink {
 
 namespace {
 
-// Two-shot blocks when the config leaves it open. Measured on 4 H200s (bench/results/
-// h200_nvlink_twoshot_blocks_interleaved.txt): 2 GPUs run best with one block per multiprocessor, 4 GPUs with 24-33
+// Two-shot blocks when the config leaves it open. Measured on 4 H200s (bench/results/nvlink_allreduce/tuning/
+// two_shot_blocks_h200.txt): 2 GPUs run best with one block per multiprocessor, 4 GPUs with 24-33
 // (132 blocks lose 10-15% at >= 32 MiB: more requests in flight than the links serve). 8 GPUs: 16, unmeasured.
 int DefaultTwoShotBlocks(int ranks, int multiprocessors) {
   if (ranks <= 2) return std::min(kMaxBlocks, multiprocessors);

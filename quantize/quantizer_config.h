@@ -25,7 +25,7 @@ struct QuantizerConfig {
 };
 
 // The clip factor of 2, 4 and 8 bits that measured closest to the optimal uniform quantizer on Gaussian data
-// (bench/NOTES.md, "Clip factors"; gradagg_quantizer_error prints the table).
+// (bench/NOTES.md, section 8; gradagg_quantizer_error prints the table).
 float DefaultClip(int bits);
 // config.clip, or DefaultClip(config.bits) where it is 0.
 float ClipOf(const QuantizerConfig& config);

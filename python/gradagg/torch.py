@@ -91,7 +91,7 @@ class GradaggState:
         self._step_momenta = []  # (result, momentum) of this step's buckets, committed after its last one
         self.warmup_steps = warmup_steps
         self.warmup_bits = warmup_bits
-        self.bits = gradagg._options(options).bits  # the library's own rule: defaults, GRADAGG_*, then these
+        self.bits = gradagg.options.make_options(options).bits  # the library's rule: defaults, GRADAGG_*, these
         self.options = options
         self.aggregators = {}
         self.momenta = {}

@@ -15,6 +15,11 @@ struct NcclLibrary::Api {
   decltype(&ncclCommDestroy) commDestroy;
   decltype(&ncclAllReduce) allReduce;
   decltype(&ncclGetErrorString) errorString;
+  // NCCL 2.27 and later: symmetric windows (null where the library lacks them).
+  decltype(&ncclMemAlloc) memAlloc = nullptr;
+  decltype(&ncclMemFree) memFree = nullptr;
+  decltype(&ncclCommWindowRegister) windowRegister = nullptr;
+  decltype(&ncclCommWindowDeregister) windowDeregister = nullptr;
 };
 
 namespace {
@@ -75,7 +80,31 @@ bool NcclLibrary::Join(int rank, int ranks, const char* id, std::string& why) {
 
 NcclLibrary::NcclLibrary() = default;
 
+bool NcclLibrary::AllocateSymmetric(size_t bytes, std::string& why) {
+  if (!Resolve(handle_, "ncclMemAlloc", api_->memAlloc, why) || !Resolve(handle_, "ncclMemFree", api_->memFree, why) ||
+      !Resolve(handle_, "ncclCommWindowRegister", api_->windowRegister, why) ||
+      !Resolve(handle_, "ncclCommWindowDeregister", api_->windowDeregister, why))
+    return false;
+  const auto check = [this](ncclResult_t result, const char* call) {
+    if (result != ncclSuccess) throw std::runtime_error(std::string(call) + ": " + api_->errorString(result));
+  };
+  for (int i = 0; i < 2; ++i) {
+    check(api_->memAlloc(&symmetric_[i], bytes), "ncclMemAlloc");
+    ncclWindow_t window = nullptr;
+    check(api_->windowRegister(static_cast<ncclComm_t>(comm_), symmetric_[i], bytes, &window, NCCL_WIN_COLL_SYMMETRIC),
+          "ncclCommWindowRegister");
+    windows_[i] = window;
+  }
+  return true;
+}
+
 NcclLibrary::~NcclLibrary() {
+  // Windows go before their memory, and both before the communicator (collective, like the registration).
+  for (int i = 0; i < 2; ++i) {
+    if (windows_[i] != nullptr)
+      api_->windowDeregister(static_cast<ncclComm_t>(comm_), static_cast<ncclWindow_t>(windows_[i]));
+    if (symmetric_[i] != nullptr) api_->memFree(symmetric_[i]);
+  }
   if (comm_ != nullptr) api_->commDestroy(static_cast<ncclComm_t>(comm_));
   // The library stays loaded: NCCL's own threads may outlive the communicator briefly.
 }

@@ -23,6 +23,14 @@ class NcclLibrary {
   void AllReduce(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
   std::string version() const { return version_; }
 
+  // Collective: two buffers of `bytes` from ncclMemAlloc, each registered as a symmetric window
+  // (ncclCommWindowRegister with NCCL_WIN_COLL_SYMMETRIC), so that an allreduce between them may take NCCL's
+  // symmetric-memory kernels (NCCL 2.27 and later). False, with the reason in `why`, where this NCCL has no such
+  // calls (the same on every rank: they share the library); a failing call throws.
+  bool AllocateSymmetric(size_t bytes, std::string& why);
+  void* symmetricInput() const { return symmetric_[0]; }
+  void* symmetricOutput() const { return symmetric_[1]; }
+
  private:
   struct Api;
   NcclLibrary();
@@ -34,6 +42,8 @@ class NcclLibrary {
   std::unique_ptr<Api> api_;
   void* comm_ = nullptr;
   std::string version_;
+  void* symmetric_[2] = {nullptr, nullptr};
+  void* windows_[2] = {nullptr, nullptr};
 };
 
 // 128 bytes: NCCL_UNIQUE_ID_BYTES.

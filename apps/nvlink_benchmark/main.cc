@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <boost/program_options.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -28,7 +29,7 @@ namespace {
 struct Settings {
   cli::SizeSweep sweep{1024, 64 << 20, 2, 50, 10};
   ElementType type = ElementType::kFloat32;
-  bool nccl = true, check = true, help = false, hostFallback = false;
+  bool nccl = true, symmetric = true, check = true, help = false, hostFallback = false;
 };
 
 bool Parse(int argc, char** argv, Settings& settings, int rank) {
@@ -41,7 +42,7 @@ bool Parse(int argc, char** argv, Settings& settings, int rank) {
   cli::SweepFlags sweepFlags(settings.sweep, flags, "calls");
   flags.add_options()("datatype,d", po::value(&typeText), "float, bfloat16 or half (float)")(
       "check,c", po::value<int>()->default_value(1), "check every element (1) or not (0)")(
-      "no-nccl", "leave out the NCCL rows")("host-fallback",
+      "no-nccl", "leave out the NCCL rows")("no-symmetric", "leave out NCCL on symmetric windows")("host-fallback",
                                             "also time the node's groups reducing through host memory (float only)");
   po::variables_map values;
   std::string error = sweepFlags.Parse(argc, argv, flags, values, 2);
@@ -61,6 +62,7 @@ bool Parse(int argc, char** argv, Settings& settings, int rank) {
   settings.help = values.count("help") > 0;
   if (!error.empty() || settings.help) return false;
   settings.nccl = values.count("no-nccl") == 0;
+  settings.symmetric = settings.nccl && values.count("no-symmetric") == 0;
   settings.check = values["check"].as<int>() != 0;
   settings.hostFallback = values.count("host-fallback") > 0;
   if (settings.hostFallback && settings.type != ElementType::kFloat32) {
@@ -132,6 +134,10 @@ int Run(const Settings& settings) {
   GRADAGG_CUDA_CHECK(cudaMalloc(&output, maxCount * elementBytes));
   node.Register(input, maxCount * elementBytes);
   node.Register(output, maxCount * elementBytes);
+  // NCCL on symmetric windows as well (its symmetric-memory kernels, NCCL 2.27+): gradagg is judged against the
+  // faster of the two NCCL runs.
+  std::string symmetricWhy = nccl ? (settings.symmetric ? "" : "left out (--no-symmetric)") : "no NCCL";
+  const bool symmetric = nccl && settings.symmetric && nccl->AllocateSymmetric(maxCount * elementBytes, symmetricWhy);
 
   if (rank == 0) {
     std::printf("# gradagg_nvlink_benchmark: %d ranks, %s, %d iterations, %d warm-ups\n", ranks,
@@ -142,9 +148,12 @@ int Run(const Settings& settings) {
     if (host) std::printf("# host: the same node through host memory; vs_host = host time / gradagg time\n");
     std::printf("# NCCL: %s\n", nccl ? ("libnccl " + nccl->version() + ", NCCL_NVLS_ENABLE=0").c_str()
                                      : (settings.nccl ? why.c_str() : "left out (--no-nccl)"));
-    std::printf("# busbw = algbw * 2(n-1)/n; speedup = NCCL time / gradagg time\n");
+    std::printf("# NCCL on symmetric windows (sym_us): %s\n",
+                symmetric ? "ncclMemAlloc + ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC)" : symmetricWhy.c_str());
+    std::printf("# busbw = algbw * 2(n-1)/n; speedup = NCCL time / gradagg time; vs_best = the faster NCCL's\n");
     std::printf("#%11s %12s %9s  %10s %7s %7s %6s  %10s %7s %7s %6s  %7s", "size", "count", "type", "gradagg_us",
                 "algbw", "busbw", "#wrong", "nccl_us", "algbw", "busbw", "#wrong", "speedup");
+    if (symmetric) std::printf("  %10s %6s %7s", "sym_us", "#wrong", "vs_best");
     std::printf(host ? "  %10s %6s %7s\n" : "\n", "host_us", "#wrong", "vs_host");
   }
   size_t totalWrong = 0;
@@ -156,14 +165,17 @@ int Run(const Settings& settings) {
     if (count == 0) continue;
     FillPattern(input, count, settings.type, rank, ++seed, stream);
     // One allreduce timed over the calls, then once more into a poisoned output and checked on every element.
-    const auto timeAndCheck = [&](auto allReduce, size_t& wrong) {
-      const double time = TimeCalls(settings, stream, [&] { allReduce(input, output, count, settings.type, stream); });
+    const auto timeAndCheckOn = [&](void* in, void* out, auto allReduce, size_t& wrong) {
+      const double time = TimeCalls(settings, stream, [&] { allReduce(in, out, count, settings.type, stream); });
       GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
       node.ThrowIfFailed();
-      GRADAGG_CUDA_CHECK(cudaMemsetAsync(output, 0xff, count * elementBytes, stream));
-      allReduce(input, output, count, settings.type, stream);
-      wrong = settings.check ? SumOverRanks(CountWrong(output, count, settings.type, ranks, seed, stream)) : 0;
+      GRADAGG_CUDA_CHECK(cudaMemsetAsync(out, 0xff, count * elementBytes, stream));
+      allReduce(in, out, count, settings.type, stream);
+      wrong = settings.check ? SumOverRanks(CountWrong(out, count, settings.type, ranks, seed, stream)) : 0;
       return time;
+    };
+    const auto timeAndCheck = [&](auto allReduce, size_t& wrong) {
+      return timeAndCheckOn(input, output, allReduce, wrong);
     };
     const auto through = [](auto& reducer) {
       return [&reducer](const void* in, void* out, size_t n, ElementType type, cudaStream_t s) {
@@ -174,9 +186,17 @@ int Run(const Settings& settings) {
     const double ours = timeAndCheck(through(node), wrong);
     node.ThrowIfFailed();
     const double theirs = nccl ? timeAndCheck(through(*nccl), ncclWrong) : 0.0;
+    size_t symmetricWrong = 0;
+    double symmetricTime = 0.0;
+    if (symmetric) {
+      GRADAGG_CUDA_CHECK(cudaMemcpyAsync(nccl->symmetricInput(), input, count * elementBytes, cudaMemcpyDeviceToDevice,
+                                         stream));
+      symmetricTime = timeAndCheckOn(nccl->symmetricInput(), nccl->symmetricOutput(), through(*nccl), symmetricWrong);
+    }
+    const double best = symmetric ? std::min(theirs, symmetricTime) : theirs;
     const double hostTime = host ? timeAndCheck(through(*host), hostWrong) : 0.0;
     if (host) host->ThrowIfFailed();
-    totalWrong += wrong + hostWrong;
+    totalWrong += wrong + hostWrong + symmetricWrong;
     const double actual = static_cast<double>(count * elementBytes);
     if (rank == 0) {
       std::printf("%12llu %12zu %9s  %10.2f %7.1f %7.1f %6zu", static_cast<unsigned long long>(count * elementBytes),
@@ -187,12 +207,13 @@ int Run(const Settings& settings) {
       } else {
         std::printf("  %10s %7s %7s %6s  %7s", "-", "-", "-", "-", "-");
       }
+      if (symmetric) std::printf("  %10.2f %6zu %7.2f", symmetricTime, symmetricWrong, best / ours);
       if (host) std::printf("  %10.2f %6zu %7.2f", hostTime, hostWrong, hostTime / ours);
       std::printf("\n");
     }
     if (nccl) {
       ++compared;
-      faster += theirs >= ours ? 1 : 0;
+      faster += best >= ours ? 1 : 0;
     }
   }
   // The floor under any one-kernel call, measured last, when clocks and the launch path are warm as for the sizes.
@@ -207,7 +228,8 @@ int Run(const Settings& settings) {
   if (rank == 0) {
     std::printf("# launch floor: %.2f us per call (an empty kernel, timed the same way)\n", launchFloor);
     std::printf("# wrong elements over all sizes: %zu\n", totalWrong);
-    if (compared > 0) std::printf("# gradagg at least as fast as NCCL at %d of %d sizes\n", faster, compared);
+    if (compared > 0)
+      std::printf("# gradagg at least as fast as the faster NCCL at %d of %d sizes\n", faster, compared);
     std::printf("# check: %s\n", totalWrong == 0 ? "PASS" : "FAIL");
   }
   return totalWrong == 0 ? 0 : 1;

@@ -1,16 +1,21 @@
 """The Python package's ctypes declarations (python/gradagg/_capi.py) against the C header they copy
 (aggregator/include/gradagg/gradagg_c.h): every struct the package declares has the header's fields, in the
 header's order, with the matching C types, and the API version is the header's. A field added to the header and
-not to Python (or the other way round) fails here instead of shifting every later field at run time.
+not to Python (or the other way round) fails here instead of shifting every later field at run time. The options are
+written once more in C++ (gradagg/options.h, AggregatorOptions): the C struct must carry every one of its members (in
+snake_case; `transport` is the C API's cuda_aware_mpi), and gradagg.Aggregator's keyword arguments must be exactly
+the C struct's fields.
 
-  python3 test_capi_layout.py HEADER      (GRADAGG_LIBRARY: the C API's library, which _capi loads)
+  python3 test_capi_layout.py HEADER [OPTIONS_H]   (GRADAGG_LIBRARY: the C API's library, which _capi loads)
 Prints "python_capi_layout: PASS" when they agree.
 """
 import ctypes
 import re
 import sys
 
-from gradagg import _capi
+from gradagg import _capi, options
+
+RENAMED = {"transport": "cuda_aware_mpi"}  # AggregatorOptions member -> gradagg_options field, where they differ
 
 C_TYPES = {"int": ctypes.c_int, "size_t": ctypes.c_size_t, "double": ctypes.c_double, "uint64_t": ctypes.c_uint64,
            "void*": ctypes.c_void_p, "double*": ctypes.POINTER(ctypes.c_double),
@@ -36,9 +41,26 @@ def header_fields(text, name):
     return fields
 
 
+def cpp_option_members(text):
+    """The members of `struct AggregatorOptions { ... };` in gradagg/options.h, in snake_case."""
+    body = re.search(r"struct AggregatorOptions \{(.*?)\n\};", text, re.S)
+    if body is None:
+        raise AssertionError("struct AggregatorOptions: not in options.h")
+    names = re.findall(r"^\s+[\w:<>]+\s+(\w+)\s*=", re.sub(r"//[^\n]*", "", body.group(1)), re.M)
+    return [RENAMED.get(n, re.sub(r"(?<!^)([A-Z])", r"_\1", n).lower()) for n in names]
+
+
 def main():
     text = open(sys.argv[1]).read()
     failures = []
+    c_options = [field for field, _ in header_fields(text, "gradagg_options")]
+    if len(sys.argv) > 2:
+        members = cpp_option_members(open(sys.argv[2]).read())
+        if sorted(members) != sorted(c_options):
+            failures.append(f"options.h's AggregatorOptions has {sorted(members)}, gradagg_options {sorted(c_options)}")
+    if sorted(options.OPTION_FIELDS) != sorted(c_options):
+        failures.append(f"gradagg.options.OPTION_FIELDS {sorted(options.OPTION_FIELDS)}, "
+                        f"the header's {sorted(c_options)}")
     version = int(re.search(r"#define GRADAGG_C_API_VERSION (\d+)", text).group(1))
     if version != _capi.C_API_VERSION:
         failures.append(f"C_API_VERSION {_capi.C_API_VERSION}, the header's {version}")

@@ -211,8 +211,14 @@ void DumpGradient(const std::string& prefix, size_t step, const GradientTensors&
   if (!values || !lengths) throw std::runtime_error("cannot write " + path);
 }
 
+// Every MPI call of the trainer goes through this (COMM_WORLD returns errors instead of aborting, see main): a failure
+// throws, naming the call and MPI's own words for the error.
 void CheckMpi(int code, const char* call) {
-  if (code != MPI_SUCCESS) throw std::runtime_error(std::string(call) + " failed");
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  throw std::runtime_error(std::string(call) + " failed: " + text);
 }
 
 // --exchange mpi: MPI_Allreduce of every host tensor and of the header's counts and sums, in place.
@@ -284,14 +290,17 @@ int Run(const Options& o, int rank, int size) {
 
   // 1. The same initial weights everywhere, on the chosen device (a GPU per rank, by rank within the host).
   MPI_Comm host = MPI_COMM_NULL;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host);
+  CheckMpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host),
+           "MPI_Comm_split_type (ranks of this host)");
   int hostRank = 0;
-  MPI_Comm_rank(host, &hostRank);
-  MPI_Comm_free(&host);
+  CheckMpi(MPI_Comm_rank(host, &hostRank), "MPI_Comm_rank of the host's communicator");
+  CheckMpi(MPI_Comm_free(&host), "MPI_Comm_free of the host's communicator");
   const std::unique_ptr<Model> model = o.device == "cuda" ? MakeCudaModel(hostRank) : MakeCpuModel();
   Mlp initial;
   if (rank == 0) initial.Initialize(o.seed);
-  MPI_Bcast(initial.parameters().data(), static_cast<int>(initial.parameters().size()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  CheckMpi(MPI_Bcast(initial.parameters().data(), static_cast<int>(initial.parameters().size()), MPI_FLOAT, 0,
+                     MPI_COMM_WORLD),
+           "MPI_Bcast of the initial weights");
   model->SetParameters(initial.parameters());
   Aggregator aggregator(MPI_COMM_WORLD, o.aggregator);
   const GradientTensors& gradient = model->gradient();
@@ -403,9 +412,10 @@ int Run(const Options& o, int rank, int size) {
       scored += count;
     }
     uint64_t totals[2] = {testErrors, scored};
-    MPI_Allreduce(MPI_IN_PLACE, totals, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    CheckMpi(MPI_Allreduce(MPI_IN_PLACE, totals, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD),
+             "MPI_Allreduce of the test errors");
     double times[2] = {compute, aggregate};
-    MPI_Allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    CheckMpi(MPI_Allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce of the times");
     if (rank == 0) {
       const double accuracy = 1.0 - static_cast<double>(totals[0]) / static_cast<double>(totals[1]);
       std::printf("  %5d %7zu %10.4f %9.4f %9.4f %10.2f %12.2f\n", epoch, steps, lossSum / samples, errors / samples,
@@ -427,11 +437,18 @@ int Run(const Options& o, int rank, int size) {
 
 int main(int argc, char** argv) {
   int threads = 0;  // the double-buffered mode aggregates on a background thread
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &threads);
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &threads) != MPI_SUCCESS) {
+    std::fprintf(stderr, "train: MPI_Init_thread failed\n");
+    return 1;
+  }
+  // Errors come back to CheckMpi, which names the call, instead of ending the job without a word.
   int rank = 0;
   int size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN) != MPI_SUCCESS ||
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank) != MPI_SUCCESS || MPI_Comm_size(MPI_COMM_WORLD, &size) != MPI_SUCCESS) {
+    std::fprintf(stderr, "train: setting up MPI_COMM_WORLD (error handler, rank, size) failed\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   gradagg::train::Options options;
   int status = 0;
   if (gradagg::train::Parse(argc, argv, rank, options, status)) {
@@ -445,6 +462,6 @@ int main(int argc, char** argv) {
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
   }
-  MPI_Finalize();
+  if (MPI_Finalize() != MPI_SUCCESS && status == 0) status = 1;
   return status;
 }

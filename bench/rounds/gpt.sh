@@ -7,7 +7,8 @@
 #   bench/rounds/gpt.sh CARRY_DIR OUT
 # Environment: RUNS, JOBS (default 3), LIMIT (seconds per run, default 540), EXTRA (options for every run), GPUS (the
 # runs' CUDA_VISIBLE_DEVICES in turn, separated by spaces: "0,1 2 3" puts the first run on GPUs 0 and 1, one rank each,
-# as --backend nccl needs, the second on GPU 2, the third on 3, the fourth on 0 and 1 again; default: every GPU).
+# as --backend nccl needs, the second on GPU 2, the third on 3, the fourth on 0 and 1 again; default: every GPU), PORT
+# (the first run's rendezvous port less one, default 29900: rounds side by side need ports apart).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 carry=$(cd "$1" && pwd) out=$2
@@ -18,16 +19,17 @@ export GRADAGG_NVLINK_SHARE_GPUS=1 GRADAGG_RANKS_PER_NODE=1 MASTER_ADDR=127.0.0.
 jobs=${JOBS:-3} limit=${LIMIT:-540}
 IFS=';' read -r -a runs <<<"${RUNS:?RUNS: NAME SEED OPTIONS...; NAME SEED OPTIONS...}"
 read -r -a gpus <<<"${GPUS:-}"
-port=29900
+port=${PORT:-29900}
 for i in "${!runs[@]}"; do
   read -r name seed options <<<"${runs[$i]}"
   port=$((port + 1))
   visible=()
   [ ${#gpus[@]} -gt 0 ] && visible=(-x CUDA_VISIBLE_DEVICES="${gpus[$((i % ${#gpus[@]}))]}")
+  # Unbound: Open MPI binds 2 ranks to cores 0 and 1, the same two cores for every run of the round.
   # shellcheck disable=SC2086  # option lists
-  MASTER_PORT=$port timeout "$limit" mpirun -np 2 -x MASTER_PORT -x MASTER_ADDR -x PYTHONPATH -x GRADAGG_LIBRARY \
-    -x LD_LIBRARY_PATH -x GRADAGG_NVLINK_SHARE_GPUS -x GRADAGG_RANKS_PER_NODE "${visible[@]}" python3 \
-    "$root/examples/pytorch/train_gpt.py" --seed "$seed" --label "$name" --json "$out/runs/$name.s$seed.json" \
+  MASTER_PORT=$port timeout "$limit" mpirun --bind-to none -np 2 -x MASTER_PORT -x MASTER_ADDR -x PYTHONPATH \
+    -x GRADAGG_LIBRARY -x LD_LIBRARY_PATH -x GRADAGG_NVLINK_SHARE_GPUS -x GRADAGG_RANKS_PER_NODE "${visible[@]}" \
+    python3 "$root/examples/pytorch/train_gpt.py" --seed "$seed" --label "$name" --json "$out/runs/$name.s$seed.json" \
     ${EXTRA:-} $options >"$out/runs/$name.s$seed.log" 2>&1 &
   while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 2; done
 done

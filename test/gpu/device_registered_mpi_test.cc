@@ -13,7 +13,7 @@
 namespace gradagg::test {
 namespace {
 
-// Larger than every one-shot threshold (at most 1 MiB), so peers must reach the tensor itself.
+// Larger than every one-shot threshold (at most 2 MiB; this is 4 MiB), so peers must reach the tensor itself.
 constexpr size_t kLarge = size_t{1} << 20;
 
 class RegisteredBuffer : public DeviceAggregation {

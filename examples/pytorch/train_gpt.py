@@ -3,7 +3,7 @@ line: DDP's own allreduce, PyTorch's bf16-compression or PowerSGD hook, or grada
 gradagg.torch.AdamW, 1-bit Adam's mechanism, or torch's AdamW).
 
     mpirun -np 2 python3 examples/pytorch/train_gpt.py --exchange ddp
-    mpirun -np 2 python3 examples/pytorch/train_gpt.py --exchange gradagg --bits 1
+    mpirun -np 2 python3 examples/pytorch/train_gpt.py --exchange gradagg   # 2 bits, no warm-up: the defaults
 
 Data: the Python standard library's own sources (every *.py file at the top of the running interpreter's stdlib
 folder, sorted by name), read as bytes; nothing is downloaded. The first 90% is training text, the last 10% the
@@ -37,14 +37,14 @@ import gradagg.torch
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--exchange", choices=["ddp", "bf16", "powersgd", "gradagg"], default="gradagg")
-    parser.add_argument("--bits", type=int, default=1, help="gradagg: bits per element across nodes")
+    parser.add_argument("--bits", type=int, default=2, help="gradagg: bits per element across nodes")
     parser.add_argument("--optimizer", choices=["gradagg", "torch"], default="gradagg",
                         help="gradagg: gradagg.torch.AdamW (the hook carries the first moment); torch: torch's AdamW "
                              "behind a plain hook (refused below 32 bits unless --unchecked)")
-    parser.add_argument("--warmup-steps", type=int, default=120,
+    parser.add_argument("--warmup-steps", type=int, default=0,
                         help="gradagg: steps sent at --warmup-bits first; gradagg's AdamW learns the second moment "
-                             "from them and freezes it. 0: no warm-up, and each rank's own second moment, averaged "
-                             "over the ranks at growing intervals (python/gradagg/torch_adam.py)")
+                             "from them and freezes it. 0 (the default): no warm-up, and each rank's own second "
+                             "moment, averaged over the ranks at growing intervals (python/gradagg/torch_adam.py)")
     parser.add_argument("--warmup-bits", type=int, default=4, help="gradagg: width of the warm-up")
     parser.add_argument("--second-moment", choices=["frozen", "synced"], default=None,
                         help="gradagg's AdamW: where the second moment comes from (default: frozen after a warm-up, "

@@ -3,7 +3,8 @@
   1. at 32 bits they are torch's AdamW (with clip_grad_norm_ before it) and Adam (weight decay as L2) over DDP's
      allreduce: the same parameters after 6 steps, to float rounding, through DDP's bucket rebuild;
   2. the pairings that would train wrong are refused with a message: amsgrad, beta1 other than the hook's momentum,
-     torch's AdamW behind a 1-bit hook, a momentum in both hook and optimizer, settings out of range;
+     torch's AdamW behind a 1-bit hook, a momentum in both hook and optimizer, settings out of range; the hook's
+     width is 2 bits unless bits= or GRADAGG_BITS says otherwise, and its AdamW then synchronises the second moment;
   3. the warm-up's second moment is frozen after it, and bits_per_element counts the warm-up: 2 steps at 32 bits
      and 2 at 1 bit, between 2 nodes, average between 1 and 32 bits;
   4. every step is Adam's formula with the second moment frozen after the warm-up and the step bounded by Adam's own
@@ -21,6 +22,7 @@
 Prints "python_torch_adam_test: PASS" on rank 0 when every rank passed.
 """
 import math
+import os
 import sys
 
 try:
@@ -90,6 +92,7 @@ def check_refusals(rank):
     expect_error("beta1", lambda: gradagg.torch.AdamW(params, hook, betas=(0.8, 0.99)), ["beta1", "momentum"])
     no_warmup = gradagg.torch.GradaggState(bits=1, momentum=0.9)
     assert gradagg.torch.AdamW(params, no_warmup).policy == "synced", "no warm-up: the synchronised second moment"
+    check_default_bits(params)
     assert gradagg.torch.AdamW(params, hook).policy == "frozen", "a warm-up: the frozen second moment"
     assert gradagg.torch.AdamW(params, hook, second_moment="synced").policy == "synced", "chosen with a warm-up"
     expect_error("second moment", lambda: gradagg.torch.AdamW(params, hook, second_moment="x"), ["second_moment"])
@@ -102,6 +105,24 @@ def check_refusals(rank):
     expect_error("momentum twice",
                  lambda: train(rank, lambda m: torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9),
                                gradagg.torch.GradaggState(bits=1, momentum=0.9), steps=1), ["momentum", "twice"])
+
+
+def check_default_bits(params):
+    """The hook's width without bits=: 2 (the fewest that held at 85M), GRADAGG_BITS where set, bits= over both."""
+    default = gradagg.torch.GradaggState(momentum=0.9)
+    assert default.bits == 2, f"the hook's default width is {default.bits} bits, not 2"
+    assert gradagg.torch.AdamW(params, default).policy == "synced", "the defaults: the synchronised second moment"
+    saved = os.environ.get("GRADAGG_BITS")
+    os.environ["GRADAGG_BITS"] = "4"
+    try:
+        assert gradagg.torch.GradaggState(momentum=0.9).bits == 4, "GRADAGG_BITS=4 is not the hook's width"
+        assert gradagg.torch.GradaggState(bits=1, momentum=0.9).bits == 1, "bits=1 did not win over GRADAGG_BITS"
+    finally:
+        if saved is None:
+            del os.environ["GRADAGG_BITS"]
+        else:
+            os.environ["GRADAGG_BITS"] = saved
+    close(default)
 
 
 def check_warmup_and_bits(rank, size):

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -12,11 +13,11 @@
 #include "aggregator/partition.h"
 #include "aggregator/stopwatch.h"
 #include "aggregator/three_phases.h"
-#include "ground/call_timeline.h"
-#include "mpi_glue/agreement.h"
-#include "mpi_glue/mpi_error.h"
-#include "mpi_glue/node_topology.h"
-#include "nvlink/shared_window_phase.h"
+#include "common/call_timeline.h"
+#include "mpi/agreement.h"
+#include "mpi/mpi_error.h"
+#include "mpi/node_topology.h"
+#include "intra_node/shared_window_phase.h"
 
 namespace gradagg {
 namespace {
@@ -151,29 +152,39 @@ void Aggregator::AggregateGradients(const std::vector<GradientBuffer>& gradients
   self.stats = self.RunHost(flat, LayoutOf(gradients, self.options), header, problem);
 }
 
-AggregationStats Aggregator::Impl::RunHost(const FlatBuffers& flat, const BucketLayout& callLayout,
-                                           GradientHeader* header, const std::string& problem) {
-  // 0. Every rank has checked its arguments; all ranks agree on sizes and sum the header (or all throw alike).
+AggregationStats Aggregator::Impl::RunCall(const BucketLayout& callLayout, GradientHeader* header,
+                                           const std::string& problem, bool onDevice,
+                                           const std::function<AggregationStats(bool contributes)>& phases) {
+  Stopwatch totalClock;
   Stopwatch clock;
+  // 0. Every rank has checked its arguments; all ranks agree on sizes and memory and sum the header (or all throw).
   if (options.traceLevel >= 3) call_timeline::Begin();
   const bool contributes =
       AgreeOnCall(topology.world(), callLayout, header, problem.empty() ? ImportProblem(callLayout) : problem,
-                  CallMemory::kHost, options.timeoutSeconds);
+                  onDevice ? CallMemory::kDevice : CallMemory::kHost, options.timeoutSeconds);
   call_timeline::Note("agreed");
   const double agreement = clock.Lap();
+  AggregationStats call;
   try {
-    InstallImport(crossNode.get());
-    AggregationStats call = RunHostPhases(flat, callLayout, contributes);
+    call = phases(contributes);
     lastCallLayout = callLayout;
-    lastCallOnDevice = false;
-    if (options.timing) call.times.agreement = agreement;
-    call.times.total += agreement;
-    TraceCall(flat.size(), call);
-    return call;
+    lastCallOnDevice = onDevice;
   } catch (const std::exception& error) {  // past the agreement, a failure may be this rank's alone
     failure = error.what();
     throw;
   }
+  if (options.timing) call.times.agreement = agreement;
+  call.times.total = totalClock.Lap();
+  TraceCall(callLayout.elements(), call);
+  return call;
+}
+
+AggregationStats Aggregator::Impl::RunHost(const FlatBuffers& flat, const BucketLayout& callLayout,
+                                           GradientHeader* header, const std::string& problem) {
+  return RunCall(callLayout, header, problem, false, [&](bool contributes) {
+    InstallImport(crossNode.get());
+    return RunHostPhases(flat, callLayout, contributes);
+  });
 }
 
 AggregationStats Aggregator::Impl::RunHostPhases(const FlatBuffers& flat, const BucketLayout& callLayout,
@@ -216,34 +227,14 @@ void Aggregator::AggregateGradients(const std::vector<DeviceGradient>& gradients
 
 AggregationStats Aggregator::Impl::RunDevice(const std::vector<DeviceGradient>& gradients, CudaStream stream,
                                              GradientHeader* header, const std::string& problem) {
-  Stopwatch totalClock;
-  Stopwatch clock;
-
-  // 0. Every rank has checked its tensors; all ranks agree on sizes, on device memory, and sum the header.
-  if (options.traceLevel >= 3) call_timeline::Begin();
   const BucketLayout callLayout = LayoutOf(gradients, options);
-  const size_t elements = callLayout.elements();
-  const bool contributes =
-      AgreeOnCall(topology.world(), callLayout, header, problem.empty() ? ImportProblem(callLayout) : problem,
-                  CallMemory::kDevice, options.timeoutSeconds);
-  call_timeline::Note("agreed");
-  const double agreement = clock.Lap();
-  if (!device) device = MakeDevicePath(topology, options);
-
-  AggregationStats call;
-  try {
+  return RunCall(callLayout, header, problem, true, [&](bool contributes) {
+    if (!device) device = MakeDevicePath(topology, options);
     InstallImport(device->crossNode());
+    AggregationStats call;
     device->Aggregate(gradients, callLayout, contributes, stream, call);
-    lastCallLayout = callLayout;
-    lastCallOnDevice = true;
-  } catch (const std::exception& error) {  // past the agreement, a failure may be this rank's alone
-    failure = error.what();
-    throw;
-  }
-  if (options.timing) call.times.agreement = agreement;
-  call.times.total = totalClock.Lap();
-  TraceCall(elements, call);
-  return call;
+    return call;
+  });
 }
 
 int Aggregator::Impl::BoundDevice() const {

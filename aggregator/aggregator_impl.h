@@ -12,9 +12,9 @@
 #include "aggregator/device_handoff.h"
 #include "aggregator/device_path.h"
 #include "gradagg/aggregator.h"
-#include "mpi_glue/node_topology.h"
-#include "nvlink/flat_buffers.h"
-#include "nvlink/intra_node_phase.h"
+#include "mpi/node_topology.h"
+#include "intra_node/flat_buffers.h"
+#include "intra_node/intra_node_phase.h"
 #include "quantize/bucket_layout.h"
 
 namespace gradagg {
@@ -64,7 +64,12 @@ struct Aggregator::Impl {
   std::string ImportProblem(const BucketLayout& callLayout) const;
   void InstallImport(CrossNodePhase* phase);
 
-  // One whole call on the calling thread, agreement included; `problem` is this rank's own complaint ("" if none).
+  // One whole call on the calling thread, host or device alike: the ranks agree on it (or all throw alike), then
+  // `phases(contributes)` runs it; past the agreement a failure may be this rank's alone, so it is kept in `failure`.
+  // `problem` is this rank's own complaint ("" if none).
+  AggregationStats RunCall(const BucketLayout& callLayout, GradientHeader* header, const std::string& problem,
+                           bool onDevice, const std::function<AggregationStats(bool contributes)>& phases);
+  // RunCall of host buffers and of device tensors.
   AggregationStats RunHost(const FlatBuffers& flat, const BucketLayout& callLayout, GradientHeader* header,
                            const std::string& problem);
   AggregationStats RunHostPhases(const FlatBuffers& flat, const BucketLayout& callLayout, bool contributes);

@@ -2,7 +2,7 @@
 // the run by it instead of discovering it a second time. Internal: not installed.
 #pragma once
 
-#include "mpi_glue/node_topology.h"
+#include "mpi/node_topology.h"
 
 namespace gradagg {
 

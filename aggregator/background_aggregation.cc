@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "aggregator/aggregator_impl.h"
-#include "mpi_glue/mpi_error.h"
+#include "mpi/mpi_error.h"
 
 namespace gradagg {
 namespace {

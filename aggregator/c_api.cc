@@ -11,7 +11,7 @@
 #include "gradagg/aggregator.h"
 #include "gradagg/errors.h"
 #include "gradagg/gradagg_c.h"
-#include "mpi_glue/mpi_error.h"
+#include "mpi/mpi_error.h"
 
 struct gradagg_aggregator {
   explicit gradagg_aggregator(MPI_Comm comm, const gradagg::AggregatorOptions& options) : aggregator(comm, options) {}

@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "gradagg/errors.h"
-#include "mpi_glue/agreement.h"
-#include "mpi_glue/deadline.h"
-#include "mpi_glue/mpi_error.h"
-#include "mpi_glue/roll_call.h"
+#include "mpi/agreement.h"
+#include "mpi/deadline.h"
+#include "mpi/mpi_error.h"
+#include "mpi/roll_call.h"
 
 namespace gradagg {
 namespace {

@@ -14,7 +14,7 @@
 #include <memory>
 #include <vector>
 
-#include "mpi_glue/ordered_exchange.h"
+#include "mpi/ordered_exchange.h"
 #include "quantize/bucket_layout.h"
 
 namespace gradagg {
@@ -58,7 +58,7 @@ class CrossNodeBackend {
   virtual void Add(float* sum, const float* values, size_t count) = 0;
   virtual void Fold(float* values, float* residual, size_t count) = 0;
 
-  // ExchangeInRankOrder (mpi_glue/ordered_exchange.h, entries per piece and rank) on the backend's memory, within its
+  // ExchangeInRankOrder (mpi/ordered_exchange.h, entries per piece and rank) on the backend's memory, within its
   // deadline. beforeSend(e), where set, produces sends[e] (it may queue work); e's bytes leave once it is done, while
   // later entries are produced.
   // afterSends(), where set, comes once every send is produced, before the first onReady: work to overlap the traffic.

@@ -6,7 +6,7 @@
 
 #include "aggregator/partition.h"
 #include "aggregator/stopwatch.h"
-#include "ground/call_timeline.h"
+#include "common/call_timeline.h"
 
 namespace gradagg {
 namespace {

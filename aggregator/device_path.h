@@ -1,4 +1,4 @@
-// AggregateGradients on device memory: the three phases on GPUs (nvlink/gpu_node.h for phases 1 and 3, the CUDA
+// AggregateGradients on device memory: the three phases on GPUs (intra_node/gpu_node.h for phases 1 and 3, the CUDA
 // quantizer and a DeviceExchange for phase 2). Built from aggregator/cuda/ when CUDA is there; without it every
 // call reports that the build has no CUDA.
 #pragma once
@@ -11,7 +11,7 @@
 #include "gradagg/errors.h"
 #include "gradagg/options.h"
 #include "gradagg/residuals.h"
-#include "mpi_glue/node_topology.h"
+#include "mpi/node_topology.h"
 #include "quantize/bucket_layout.h"
 
 namespace gradagg {

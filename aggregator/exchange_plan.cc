@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "aggregator/partition.h"
-#include "mpi_glue/mpi_error.h"
+#include "mpi/mpi_error.h"
 #include "quantize/wire_format.h"
 
 namespace gradagg {

@@ -12,8 +12,8 @@
 #include <cstddef>
 #include <vector>
 
-#include "ground/element_range.h"
-#include "mpi_glue/ordered_exchange.h"
+#include "common/element_range.h"
+#include "mpi/ordered_exchange.h"
 #include "quantize/bucket_layout.h"
 #include "quantize/quantizer_config.h"
 

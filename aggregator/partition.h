@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "gradagg/options.h"
-#include "ground/element_range.h"
+#include "common/element_range.h"
 #include "quantize/bucket_layout.h"
 #include "quantize/quantizer_config.h"
 

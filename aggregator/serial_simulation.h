@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gradagg/options.h"
-#include "mpi_glue/node_topology.h"
+#include "mpi/node_topology.h"
 #include "quantize/bucket_layout.h"
 
 namespace gradagg {

@@ -1,7 +1,7 @@
 #include "aggregator/three_phases.h"
 
 #include "aggregator/stopwatch.h"
-#include "mpi_glue/agreement.h"
+#include "mpi/agreement.h"
 
 namespace gradagg {
 

@@ -15,8 +15,8 @@
 
 #include "aggregator/cross_node_phase.h"
 #include "gradagg/aggregation_stats.h"
-#include "nvlink/flat_buffers.h"
-#include "nvlink/intra_node_phase.h"
+#include "intra_node/flat_buffers.h"
+#include "intra_node/intra_node_phase.h"
 #include "quantize/bucket_layout.h"
 
 namespace gradagg {

@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """Fails when a project include runs up or sideways against gradagg's layers (docs/layout.md).
 
-  ground      the vocabulary every layer shares (errors, element types, CUDA helpers, the public device types)
-  quantize    -> ground
-  mpi_glue    -> ground
-  nvlink      -> mpi_glue, ground
-  aggregator  -> nvlink, mpi_glue, quantize, ground
-  apps        -> aggregator, nvlink, mpi_glue, quantize, ground
+  include     the public API, installed as is (include/gradagg: declarations that include only each other and MPI)
+  common      -> include; the vocabulary every layer shares (element types and ranges, CUDA helpers)
+  quantize    -> common, include
+  mpi         -> common, include
+  intra_node  -> mpi, common, include
+  aggregator  -> intra_node, mpi, quantize, common, include
+  apps        -> aggregator, intra_node, mpi, quantize, common, include
 
-An include "gradagg/NAME" is ground's when ground/include/gradagg/NAME exists, else aggregator's public header.
-An include that names no folder of the project (a file beside the includer, a system header) is not checked, and
-neither is test/, which may reach every layer.
+An include is looked up as the compiler does, in the include roots include/ and the repository's root, and belongs
+to the folder it is found in. One that names no folder of the project (a file beside the includer, a system header)
+is not checked, and neither is test/, which may reach every layer.
 
   scripts/check_layers.py [ROOT]        prints each violation as FILE:LINE: ..., exits 1 if there is any
 """
@@ -19,12 +20,13 @@ import re
 import sys
 
 ALLOWED = {
-    "ground": {"ground"},
-    "quantize": {"quantize", "ground"},
-    "mpi_glue": {"mpi_glue", "ground"},
-    "nvlink": {"nvlink", "mpi_glue", "ground"},
-    "aggregator": {"aggregator", "nvlink", "mpi_glue", "quantize", "ground"},
-    "apps": {"apps", "aggregator", "nvlink", "mpi_glue", "quantize", "ground"},
+    "include": {"include"},
+    "common": {"common", "include"},
+    "quantize": {"quantize", "common", "include"},
+    "mpi": {"mpi", "common", "include"},
+    "intra_node": {"intra_node", "mpi", "common", "include"},
+    "aggregator": {"aggregator", "intra_node", "mpi", "quantize", "common", "include"},
+    "apps": {"apps", "aggregator", "intra_node", "mpi", "quantize", "common", "include"},
 }
 SOURCES = (".h", ".cc", ".cu", ".cuh", ".cpp", ".hpp")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
@@ -32,10 +34,9 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 def layer_of_include(root, name):
     """The layer an include names, or None when it names no project folder."""
+    if os.path.isfile(os.path.join(root, "include", name)):
+        return "include"
     first = name.split("/", 1)[0]
-    if first == "gradagg":
-        rest = name.split("/", 1)[1] if "/" in name else ""
-        return "ground" if os.path.isfile(os.path.join(root, "ground", "include", "gradagg", rest)) else "aggregator"
     return first if first in ALLOWED else None
 
 

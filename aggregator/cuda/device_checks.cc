@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "aggregator/device_path.h"
-#include "ground/cuda/cuda_error.h"
-#include "nvlink/cuda/ipc_memory.h"
+#include "common/cuda/cuda_error.h"
+#include "intra_node/cuda/ipc_memory.h"
 
 namespace gradagg {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "gradagg/device_gradient.h"
-#include "ground/element_type.h"
+#include "common/element_type.h"
 
 namespace gradagg {
 

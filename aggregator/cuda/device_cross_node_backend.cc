@@ -6,9 +6,9 @@
 
 #include "aggregator/cuda/stripe_kernels.h"
 #include "aggregator/partition.h"
-#include "ground/cuda/cuda_error.h"
-#include "ground/cuda/device_memory.h"
-#include "ground/cuda/event_pool.h"
+#include "common/cuda/cuda_error.h"
+#include "common/cuda/device_memory.h"
+#include "common/cuda/event_pool.h"
 #include "quantize/bucket_layout.h"
 #include "quantize/cuda/cuda_quantizer.h"
 

@@ -11,7 +11,7 @@
 
 #include "aggregator/cross_node_backend.h"
 #include "gradagg/options.h"
-#include "mpi_glue/cuda/device_exchange.h"
+#include "mpi/cuda/device_exchange.h"
 
 namespace gradagg {
 

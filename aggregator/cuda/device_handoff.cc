@@ -4,8 +4,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "ground/cuda/cuda_error.h"
-#include "ground/cuda/device_memory.h"
+#include "common/cuda/cuda_error.h"
+#include "common/cuda/device_memory.h"
 
 namespace gradagg {
 namespace {

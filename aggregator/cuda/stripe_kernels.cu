@@ -1,6 +1,6 @@
 #include "aggregator/cuda/stripe_kernels.h"
-#include "ground/cuda/cuda_error.h"
-#include "ground/cuda/grid_stride.h"
+#include "common/cuda/cuda_error.h"
+#include "common/cuda/grid_stride.h"
 
 namespace gradagg {
 namespace {

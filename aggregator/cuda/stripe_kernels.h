@@ -1,5 +1,5 @@
 // Small element-wise kernels of the GPU path: the float32 additions of phase 2 that are not decodes (the conversions
-// to and from float32 are nvlink/cuda/float32_conversion.h). Stream-ordered; all pointers device memory; any count.
+// to and from float32 are intra_node/cuda/float32_conversion.h). Stream-ordered; all pointers device memory; any count.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "ground/element_type.h"
+#include "common/element_type.h"
 
 namespace gradagg {
 

@@ -7,11 +7,11 @@
 
 #include "apps/gradagg/run_support.h"
 #include "apps/gradagg/synthetic_gradient.h"
-#include "ground/cuda/cuda_error.h"
-#include "ground/cuda/device_memory.h"
-#include "mpi_glue/agreement.h"
-#include "mpi_glue/communicator.h"
-#include "mpi_glue/cuda_support.h"
+#include "common/cuda/cuda_error.h"
+#include "common/cuda/device_memory.h"
+#include "mpi/agreement.h"
+#include "mpi/communicator.h"
+#include "mpi/cuda_support.h"
 #if GRADAGG_WITH_NCCL
 #include "apps/common/nccl_library.h"
 #endif

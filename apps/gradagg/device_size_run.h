@@ -10,7 +10,7 @@
 #include "apps/gradagg/cli_options.h"
 #include "apps/gradagg/size_run.h"
 #include "gradagg/aggregator.h"
-#include "mpi_glue/node_topology.h"
+#include "mpi/node_topology.h"
 
 namespace gradagg::cli {
 

@@ -22,10 +22,10 @@
 #include "apps/gradagg/report.h"
 #include "apps/gradagg/size_run.h"
 #include "gradagg/aggregator.h"
-#include "mpi_glue/agreement.h"
-#include "mpi_glue/mpi_environment.h"
-#include "mpi_glue/mpi_error.h"
-#include "nvlink/cuda_devices.h"
+#include "mpi/agreement.h"
+#include "mpi/mpi_environment.h"
+#include "mpi/mpi_error.h"
+#include "intra_node/cuda_devices.h"
 
 namespace gradagg::cli {
 namespace {

@@ -3,9 +3,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "mpi_glue/agreement.h"
-#include "mpi_glue/communicator.h"
-#include "mpi_glue/mpi_error.h"
+#include "mpi/agreement.h"
+#include "mpi/communicator.h"
+#include "mpi/mpi_error.h"
 
 namespace gradagg::cli {
 namespace {

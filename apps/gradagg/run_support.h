@@ -11,8 +11,8 @@
 #include "apps/gradagg/cli_options.h"
 #include "apps/gradagg/size_run.h"
 #include "gradagg/aggregator.h"
-#include "mpi_glue/mpi_error.h"
-#include "mpi_glue/node_topology.h"
+#include "mpi/mpi_error.h"
+#include "mpi/node_topology.h"
 
 namespace gradagg::cli {
 

@@ -7,7 +7,7 @@
 
 #include "apps/gradagg/run_support.h"
 #include "apps/gradagg/synthetic_gradient.h"
-#include "mpi_glue/mpi_error.h"
+#include "mpi/mpi_error.h"
 
 namespace gradagg::cli {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "apps/gradagg/cli_options.h"
 #include "gradagg/aggregator.h"
-#include "mpi_glue/node_topology.h"
+#include "mpi/node_topology.h"
 
 namespace gradagg::cli {
 

@@ -1,4 +1,4 @@
-// gradagg_node_benchmark: the intra-node phases on CPU ranks (the shared window of nvlink/shared_window_phase.h)
+// gradagg_node_benchmark: the intra-node phases on CPU ranks (the shared window of intra_node/shared_window_phase.h)
 // beside what Open MPI offers for the same job, and the memory floor, in one run on the ranks of one node:
 //   gradagg fused   SharedWindowPhase::AllReduce: phases 1 and 3 of a one-node job
 //   gradagg rs+ag   ReduceScatter then AllGather through a stripe: phases 1 and 3 around a phase 2
@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "apps/common/size_sweep.h"
-#include "mpi_glue/mpi_error.h"
-#include "nvlink/ordered_sum.h"
-#include "nvlink/shared_window_phase.h"
+#include "mpi/mpi_error.h"
+#include "intra_node/ordered_sum.h"
+#include "intra_node/shared_window_phase.h"
 
 namespace gradagg {
 namespace {

@@ -1,5 +1,5 @@
 #include "apps/nvlink_benchmark/launch_floor.h"
-#include "ground/cuda/cuda_error.h"
+#include "common/cuda/cuda_error.h"
 
 namespace gradagg {
 namespace {

@@ -19,9 +19,9 @@
 #include "apps/common/size_sweep.h"
 #include "apps/nvlink_benchmark/launch_floor.h"
 #include "apps/nvlink_benchmark/test_pattern.h"
-#include "ground/cuda/cuda_error.h"
-#include "mpi_glue/mpi_error.h"
-#include "nvlink/gpu_node.h"
+#include "common/cuda/cuda_error.h"
+#include "mpi/mpi_error.h"
+#include "intra_node/gpu_node.h"
 
 namespace gradagg {
 namespace {

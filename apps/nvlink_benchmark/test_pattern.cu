@@ -1,6 +1,6 @@
 #include "apps/nvlink_benchmark/test_pattern.h"
-#include "ground/cuda/cuda_error.h"
-#include "ground/cuda/element_convert.cuh"
+#include "common/cuda/cuda_error.h"
+#include "common/cuda/element_convert.cuh"
 
 namespace gradagg {
 namespace {

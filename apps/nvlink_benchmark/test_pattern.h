@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "ground/element_type.h"
+#include "common/element_type.h"
 
 namespace gradagg {
 

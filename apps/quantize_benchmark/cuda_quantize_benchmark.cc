@@ -14,9 +14,9 @@
 #include <random>
 #include <vector>
 
-#include "ground/cuda/cuda_error.h"
+#include "common/cuda/cuda_error.h"
 #include "quantize/cuda/cuda_quantizer.h"
-#include "ground/cuda/device_memory.h"
+#include "common/cuda/device_memory.h"
 
 namespace {
 

@@ -12,21 +12,17 @@
 # BIN_DIR holds gradagg and gradagg_device_gpu_tests (bench/rounds/stage.sh). Logs go to OUT_DIR (at most
 # eight files, as much as the device tool brings back); a summary is printed last and kept in summary.txt.
 set -uo pipefail
-bin=$(cd "$1" && pwd) out=$2 prefix=${3:-}
-mkdir -p "$out"
-gpus=$(nvidia-smi -L | wc -l)
-[ "$gpus" -gt 8 ] && gpus=8
-sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
+. "$(dirname "$0")/round_setup.sh"
+round_setup "$1" "$2"
+prefix=${3:-}
 gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -n 1)
-export NCCL_NVLS_ENABLE=0 GRADAGG_NVLINK_TIMEOUT=${GRADAGG_NVLINK_TIMEOUT:-20}  # a broken barrier fails fast
 
 # The transports: staged runs under the machine's MPI; CUDA-aware runs under the prefix's, swapped in by soname.
-staged=(env LD_LIBRARY_PATH="$bin:${LD_LIBRARY_PATH:-}" mpirun --allow-run-as-root --bind-to none
-  -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x GRADAGG_NVLINK_TIMEOUT -x GRADAGG_CUDA_AWARE_MPI=off)
+staged=(mpirun "${mpirun_args[@]}" -x GRADAGG_CUDA_AWARE_MPI=off)
 transports=(staged)
 if [ -n "$prefix" ] && [ -x "$prefix/bin/mpirun" ]; then
   prefix=$(cd "$prefix" && pwd)
-  aware=(env OPAL_PREFIX="$prefix" PATH="$prefix/bin:$PATH" LD_LIBRARY_PATH="$prefix/lib:$bin:${LD_LIBRARY_PATH:-}"
+  aware=(env OPAL_PREFIX="$prefix" PATH="$prefix/bin:$PATH" LD_LIBRARY_PATH="$prefix/lib:$LD_LIBRARY_PATH"
     "$prefix/bin/mpirun" --allow-run-as-root --bind-to none -x OPAL_PREFIX -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE
     -x GRADAGG_NVLINK_TIMEOUT -x GRADAGG_CUDA_AWARE_MPI=on)
   transports+=(aware)

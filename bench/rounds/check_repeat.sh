@@ -7,13 +7,12 @@
 # SECONDS have passed. BIN_DIR holds gradagg and its libraries (bench/rounds/stage.sh); GRADAGG_PROGRAM names
 # another build of it there (to compare two builds).
 set -uo pipefail
-bin=$(cd "$1" && pwd) out=$2 seconds=$3 program=${GRADAGG_PROGRAM:-gradagg}
+. "$(dirname "$0")/round_setup.sh"
+round_setup "$1" "$2"
+seconds=$3 program=${GRADAGG_PROGRAM:-gradagg}
 shift 3
 layouts=("$@")
 [ ${#layouts[@]} -eq 0 ] && layouts=("4:2:1" "4:2:2")
-mkdir -p "$out"
-gpus=$(nvidia-smi -L | wc -l)
-export LD_LIBRARY_PATH="$bin:${LD_LIBRARY_PATH:-}" GRADAGG_NVLINK_TIMEOUT=${GRADAGG_NVLINK_TIMEOUT:-20}
 bits=(1 4 32 2 8)
 declare -A runs fails
 start=$SECONDS round=0
@@ -28,8 +27,8 @@ while [ $((SECONDS - start)) -lt "$seconds" ]; do
     tensors=()
     [ $((round % 2)) -eq 1 ] && tensors=(--tensors 2,5010,6)
     log="$out/run_${round}_$(echo "$layout" | tr ':=,' '___')_bits$b${tensors[*]:+_tensors}.txt"
-    timeout 120 mpirun --allow-run-as-root --bind-to none --oversubscribe -np "$ranks" -x LD_LIBRARY_PATH \
-      -x GRADAGG_NVLINK_TIMEOUT -x GRADAGG_CUDA_AWARE_MPI=off -x GRADAGG_NVLINK_GROUP_SIZE="$size" "${share[@]}" \
+    timeout 120 mpirun "${mpirun_args[@]}" --oversubscribe -np "$ranks" \
+      -x GRADAGG_CUDA_AWARE_MPI=off -x GRADAGG_NVLINK_GROUP_SIZE="$size" "${share[@]}" \
       "${env_args[@]}" "$bin/$program" --device cuda --ranks-per-node "$per" --bits "$b" -b 1K -e 4M -f 64 -n 2 -w 1 \
       "${tensors[@]}" --check --no-baseline --no-nccl >"$log" 2>&1
     rc=$?

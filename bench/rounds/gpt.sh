@@ -17,6 +17,15 @@ mkdir -p "$out/runs"
 export PYTHONPATH="$root/python" GRADAGG_LIBRARY="$carry/libgradagg_c.so" LD_LIBRARY_PATH="$carry:${LD_LIBRARY_PATH:-}"
 export GRADAGG_NVLINK_SHARE_GPUS=1 GRADAGG_RANKS_PER_NODE=1 MASTER_ADDR=127.0.0.1
 jobs=${JOBS:-3} limit=${LIMIT:-540}
+# The logs are packed on the way out, also when the round is stopped (the device tool brings back a few files only).
+finish() {
+  for log in "$out"/runs/*.log; do
+    [ -e "$log" ] && echo "$(basename "$log" .log): $(grep 'train_gpt: [^s]' "$log" | tail -n 1)"
+  done | tee "$out/summary.txt"
+  [ -d "$out/runs" ] && tar -C "$out" -czf "$out/runs.tar.gz" runs && rm -rf "$out/runs"
+}
+trap finish EXIT
+trap 'exit 143' TERM INT
 IFS=';' read -r -a runs <<<"${RUNS:?RUNS: NAME SEED OPTIONS...; NAME SEED OPTIONS...}"
 read -r -a gpus <<<"${GPUS:-}"
 port=${PORT:-29900}
@@ -34,6 +43,3 @@ for i in "${!runs[@]}"; do
   while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 2; done
 done
 wait
-for log in "$out"/runs/*.log; do echo "$(basename "$log" .log): $(grep 'train_gpt: [^s]' "$log" | tail -n 1)"; done |
-  tee "$out/summary.txt"
-tar -C "$out" -czf "$out/runs.tar.gz" runs && rm -rf "$out/runs"

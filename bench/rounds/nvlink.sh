@@ -7,13 +7,10 @@
 # BIN_DIR holds gradagg_nvlink_gpu_tests and gradagg_nvlink_benchmark (bench/rounds/stage.sh). Logs go to
 # OUT_DIR; a short summary is printed last.
 set -uo pipefail
-bin=$(cd "$1" && pwd) out=$2
+. "$(dirname "$0")/round_setup.sh"
+round_setup "$1" "$2"
 shift 2
-mkdir -p "$out"
-export LD_LIBRARY_PATH="$bin:${LD_LIBRARY_PATH:-}" NCCL_NVLS_ENABLE=0
-mpirun=(mpirun --allow-run-as-root --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE)
-gpus=$(nvidia-smi -L | wc -l)
-sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
+mpirun=(mpirun "${mpirun_args[@]}")
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv; nvidia-smi topo -m; } >"$out/gpu.txt" 2>&1
 
 summary=""
@@ -34,12 +31,12 @@ timeout 240 "${mpirun[@]}" -np 2 "$sanitizer" --tool memcheck --error-exitcode 9
 summary="$summary\n== memcheck on 2 GPUs: exit $? $(grep -E 'ERROR SUMMARY' "$out/memcheck_2gpus.txt" | tr '\n' ' ')"
 for n in $counts; do
   timeout 300 "${mpirun[@]}" -np "$n" "$bin/gradagg_nvlink_benchmark" "$@" >"$out/benchmark_${n}gpus.txt" 2>&1
-  summary="$summary\n== benchmark on $n GPUs: exit $?\n$(grep -v '^# gradagg_nvlink\|^# NCCL\|^# busbw' "$out/benchmark_${n}gpus.txt" | awk '{print $1, $4, $7, $8, $11, $12}')"
+  summary="$summary\n== benchmark on $n GPUs: exit $?\n$(grep -v '^# gradagg_nvlink\|^# NCCL\|^# busbw' "$out/benchmark_${n}gpus.txt" | awk '{print $1, $4, $7, $8, $12, $13, $15}')"
   # The previous reduction (owners pull their shard) beside it; sizes up to the one-shot threshold run the same path.
   timeout 300 "${mpirun[@]}" -x GRADAGG_NVLINK_ALL_PUSH=0 -np "$n" "$bin/gradagg_nvlink_benchmark" "$@" \
     >"$out/benchmark_${n}gpus_pulled.txt" 2>&1
-  summary="$summary\n== benchmark on $n GPUs, pulled (GRADAGG_NVLINK_ALL_PUSH=0): exit $?\n$(grep -v '^#' "$out/benchmark_${n}gpus_pulled.txt" | awk '{print $1, $4, $7, $8, $11, $12}')"
+  summary="$summary\n== benchmark on $n GPUs, pulled (GRADAGG_NVLINK_ALL_PUSH=0): exit $?\n$(grep -v '^#' "$out/benchmark_${n}gpus_pulled.txt" | awk '{print $1, $4, $7, $8, $12, $13, $15}')"
 done
 echo "== gpu: $(sed -n 2p "$out/gpu.txt")"
-echo -e "$summary"
+say "$summary"
 grep -h -E "Failure|wrong element|rank [0-9]\]" "$out"/tests_*.txt | head -n 8

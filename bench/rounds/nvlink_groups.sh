@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One test round of nodes of several NVLink groups (nvlink/group_chain.h) on a GPU machine, every grouping forced on
+# One test round of nodes of several NVLink groups (intra_node/group_chain.h) on a GPU machine, every grouping forced on
 # ranks that are one group (GRADAGG_NVLINK_GROUP_SIZE, GRADAGG_NVLINK_TOPOLOGY): with fewer GPUs than ranks the ranks
 # share them (GRADAGG_NVLINK_SHARE_GPUS=1), correct but no measure of speed.
 #   1. the NVLink phase tests (the chain's among them) on 2 and 4 ranks;
@@ -15,15 +15,11 @@
 # (bench/rounds/stage.sh). Logs go to OUT_DIR; a summary is printed last and kept in summary.txt.
 # PARTS="nvlink device memcheck benchmark" (the default: all four) picks some, to fit a device call's time limit.
 set -uo pipefail
-bin=$(cd "$1" && pwd) out=$2
+. "$(dirname "$0")/round_setup.sh"
+round_setup "$1" "$2"
 shift 2
-mkdir -p "$out"
-gpus=$(nvidia-smi -L | wc -l)
-sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
 gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -n 1)
-export LD_LIBRARY_PATH="$bin:${LD_LIBRARY_PATH:-}" NCCL_NVLS_ENABLE=0 GRADAGG_NVLINK_TIMEOUT=${GRADAGG_NVLINK_TIMEOUT:-20}
-mpirun=(mpirun --allow-run-as-root --bind-to none --oversubscribe -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE
-  -x GRADAGG_NVLINK_TIMEOUT -x GRADAGG_CUDA_AWARE_MPI=off)
+mpirun=(mpirun "${mpirun_args[@]}" --oversubscribe -x GRADAGG_CUDA_AWARE_MPI=off)
 # $1 ranks: the launcher's arguments, sharing GPUs where there are fewer.
 launch() { if [ "$1" -gt "$gpus" ]; then echo "${mpirun[*]} -np $1 -x GRADAGG_NVLINK_SHARE_GPUS=1"; else echo "${mpirun[*]} -np $1"; fi; }
 passed() { grep -E '^\[  (PASSED|FAILED) ' "$1" | tail -n 2 | tr '\n' ' '; }

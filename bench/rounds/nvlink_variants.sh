@@ -7,21 +7,18 @@
 # OUT_DIR/variant_<i>.txt and prints, per variant, size, gradagg us, #wrong, NCCL us, the speedup, NCCL us on
 # symmetric windows and the speedup against the faster NCCL.
 set -uo pipefail
-bin=$(cd "$1" && pwd) out=$2
+. "$(dirname "$0")/round_setup.sh"
+round_setup "$1" "$2"
 shift 2
 variants=()
 while [ $# -gt 0 ] && [ "$1" != -- ]; do variants+=("$1"); shift; done
 [ "${1:-}" = -- ] && shift
-mkdir -p "$out"
-gpus=$(nvidia-smi -L | wc -l)
-[ "$gpus" -gt 8 ] && gpus=8
 [ -n "${GPUS:-}" ] && [ "$GPUS" -le "$gpus" ] && gpus=$GPUS
 for i in "${!variants[@]}"; do
-  settings=(LD_LIBRARY_PATH="$bin:${LD_LIBRARY_PATH:-}" NCCL_NVLS_ENABLE=0 ${variants[$i]})
   exports=()
-  for setting in "${settings[@]}"; do exports+=(-x "$setting"); done
-  timeout 300 mpirun --allow-run-as-root --bind-to none "${exports[@]}" -np "$gpus" "$bin/gradagg_nvlink_benchmark" \
-    "$@" >"$out/variant_$i.txt" 2>&1
-  echo "== variant $i (${variants[$i]:-defaults}) on $gpus GPUs: exit $?"
-  grep -v '^#' "$out/variant_$i.txt" | awk '{print $1, $4, $7, $8, $12, $13, $16}'
+  for setting in ${variants[$i]}; do exports+=(-x "$setting"); done
+  timeout 300 mpirun "${mpirun_args[@]}" "${exports[@]}" -np "$gpus" "$bin/gradagg_nvlink_benchmark" "$@" \
+    >"$out/variant_$i.txt" 2>&1
+  say "== variant $i (${variants[$i]:-defaults}) on $gpus GPUs: exit $?"
+  say "$(grep -v '^#' "$out/variant_$i.txt" | awk '{print $1, $4, $7, $8, $12, $13, $15}')"
 done

@@ -11,18 +11,14 @@
 # BIN_DIR holds gradagg_failure_drill, gradagg_device_gpu_tests, libgradagg_c.so and the shared libraries:
 #   bench/rounds/stage.sh --only "gradagg_failure_drill gradagg_device_gpu_tests"
 set -uo pipefail
-bin=$(cd "$1" && pwd) out=$2
-mkdir -p "$out"
+. "$(dirname "$0")/round_setup.sh"
+round_setup "$1" "$2"
 root=$(cd "$(dirname "$0")/../.." && pwd)
-export LD_LIBRARY_PATH="$bin:${LD_LIBRARY_PATH:-}" GRADAGG_LIBRARY="$bin/libgradagg_c.so"
-export PYTHONPATH="$root/python:$root/test/python" NCCL_NVLS_ENABLE=0 GRADAGG_NVLINK_SHARE_GPUS=1
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export GRADAGG_LIBRARY="$bin/libgradagg_c.so" PYTHONPATH="$root/python:$root/test/python" GRADAGG_NVLINK_SHARE_GPUS=1
 { nvidia-smi -L; python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"; } \
   >"$out/env.txt" 2>&1
 status=0
-: >"$out/summary.txt"
-say() { echo "$*" | tee -a "$out/summary.txt"; }
-run=(mpirun --bind-to none -x LD_LIBRARY_PATH -x GRADAGG_LIBRARY -x PYTHONPATH -x NCCL_NVLS_ENABLE
+run=(mpirun "${mpirun_args[@]}" -x GRADAGG_LIBRARY -x PYTHONPATH
   -x GRADAGG_NVLINK_SHARE_GPUS)
 
 # name ranks per_node regex env... -- drill arguments

@@ -5,19 +5,15 @@
 #   bench/rounds/python.sh BIN_DIR OUT_DIR
 # BIN_DIR holds libgradagg_c.so, gradagg_python_reference and the shared libraries (bench/rounds/stage.sh).
 set -uo pipefail
-bin=$(cd "$1" && pwd) out=$2
-mkdir -p "$out"
+. "$(dirname "$0")/round_setup.sh"
+round_setup "$1" "$2"
 root=$(cd "$(dirname "$0")/../.." && pwd)
-export LD_LIBRARY_PATH="$bin:${LD_LIBRARY_PATH:-}" GRADAGG_LIBRARY="$bin/libgradagg_c.so" PYTHONPATH="$root/python"
-export NCCL_NVLS_ENABLE=0
+export GRADAGG_LIBRARY="$bin/libgradagg_c.so" PYTHONPATH="$root/python"
 { command -v python3; python3 -c "import sys, torch, numpy; print(sys.version.split()[0], 'torch', torch.__version__,
 'numpy', numpy.__version__, 'cuda', torch.cuda.is_available(), torch.version.cuda)"
   python3 -c "import mpi4py; print('mpi4py', mpi4py.__version__)"; nvidia-smi -L; } >"$out/env.txt" 2>&1
-run=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH -x GRADAGG_LIBRARY -x PYTHONPATH
-  -x NCCL_NVLS_ENABLE -x GRADAGG_NVLINK_SHARE_GPUS=1)
+run=(mpirun "${mpirun_args[@]}" --oversubscribe -x GRADAGG_LIBRARY -x PYTHONPATH -x GRADAGG_NVLINK_SHARE_GPUS=1)
 status=0
-: >"$out/summary.txt"
-say() { echo "$*" | tee -a "$out/summary.txt"; }
 for per in 0 1; do
   reference=$(mktemp)
   timeout 200 "${run[@]}" -np 2 -x GRADAGG_RANKS_PER_NODE=$per "$bin/gradagg_python_reference" "$reference" \

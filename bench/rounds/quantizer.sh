@@ -5,10 +5,8 @@
 # BIN_DIR holds gradagg_gpu_tests, gradagg_cuda_quantize_benchmark and libbenchmark.so.1debian (built on the
 # Debian machine); logs go to OUT_DIR. Prints a short summary last.
 set -uo pipefail
-bin=$(cd "$1" && pwd) out=$2
-mkdir -p "$out"
-export LD_LIBRARY_PATH="$bin:${LD_LIBRARY_PATH:-}"
-sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
+. "$(dirname "$0")/round_setup.sh"
+round_setup "$1" "$2"
 
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv >"$out/gpu.txt" 2>&1
 

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "ground/cuda/element_convert.cuh"
+#include "common/cuda/element_convert.cuh"
 
 namespace gradagg::cuda_detail {
 

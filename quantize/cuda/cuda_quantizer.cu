@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ground/cuda/cuda_error.h"
+#include "common/cuda/cuda_error.h"
 #include "quantize/cuda/cuda_quantizer.h"
 #include "quantize/cuda/decode_kernel.cuh"
 #include "quantize/cuda/encode_kernel.cuh"

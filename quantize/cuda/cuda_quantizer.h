@@ -13,8 +13,8 @@
 
 #include "quantize/bucket_layout.h"
 #include "quantize/cuda/bucket_table.h"
-#include "ground/cuda/device_memory.h"
-#include "ground/element_type.h"
+#include "common/cuda/device_memory.h"
+#include "common/element_type.h"
 #include "quantize/quantizer_config.h"
 
 namespace gradagg {

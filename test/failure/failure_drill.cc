@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "gradagg/aggregator.h"
-#include "mpi_glue/mpi_environment.h"
+#include "mpi/mpi_environment.h"
 
 #if GRADAGG_DRILL_WITH_CUDA
 #include <cuda_runtime_api.h>

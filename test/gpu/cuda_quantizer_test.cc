@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "quantize/bucket_layout.h"
-#include "ground/cuda/device_memory.h"
+#include "common/cuda/device_memory.h"
 #include "quantize/quantizer.h"
 #include "test/common/quantizer_inputs.h"
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gradagg/aggregator.h"
-#include "ground/cuda/device_memory.h"
+#include "common/cuda/device_memory.h"
 #include "test/gpu/one_gpu_per_rank.h"
 #include "test/mpi/oracle_support.h"
 

@@ -1,4 +1,4 @@
-// The staged and mapped device exchanges on their own (mpi_glue/cuda/device_exchange.h): bytes from every peer reach
+// The staged and mapped device exchanges on their own (mpi/cuda/device_exchange.h): bytes from every peer reach
 // the work onReady queues, though Run does not wait for the stream; pools and events are reused across rounds of
 // changing sizes; and a peer that never comes ends in TimeoutError with the stream drained.
 #include <cuda_runtime_api.h>
@@ -14,8 +14,8 @@
 
 #include "gradagg/device_gradient.h"
 #include "gradagg/errors.h"
-#include "ground/cuda/device_memory.h"
-#include "mpi_glue/cuda/device_exchange.h"
+#include "common/cuda/device_memory.h"
+#include "mpi/cuda/device_exchange.h"
 #include "test/gpu/one_gpu_per_rank.h"
 #include "test/mpi/timeout_expectation.h"
 

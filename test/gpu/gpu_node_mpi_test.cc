@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "gradagg/errors.h"
-#include "ground/cuda/device_memory.h"
-#include "nvlink/gpu_node.h"
+#include "common/cuda/device_memory.h"
+#include "intra_node/gpu_node.h"
 #include "test/gpu/node_test_support.h"
 #include "test/gpu/one_gpu_per_rank.h"
 

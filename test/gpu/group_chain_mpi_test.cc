@@ -1,4 +1,4 @@
-// A node of several NVLink groups (nvlink/group_chain.h), forced on a machine that is one group: every grouping that
+// A node of several NVLink groups (intra_node/group_chain.h), forced on a machine that is one group: every grouping that
 // divides the ranks, links over peer memory and, through a topology override, through host memory. The allreduce,
 // reduce-scatter and all-gather must be bitwise the rank-order sum of one group, for every element type and for
 // sizes 0, 1 and odd. Skips itself (on every rank alike) without enough GPUs.
@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "gradagg/errors.h"
-#include "ground/cuda/device_memory.h"
-#include "nvlink/gpu_node.h"
+#include "common/cuda/device_memory.h"
+#include "intra_node/gpu_node.h"
 #include "test/gpu/node_test_support.h"
 #include "test/gpu/one_gpu_per_rank.h"
 

@@ -14,9 +14,9 @@
 #include <random>
 #include <vector>
 
-#include "ground/cuda/device_memory.h"
-#include "ground/element_type.h"
-#include "nvlink/gpu_node.h"
+#include "common/cuda/device_memory.h"
+#include "common/element_type.h"
+#include "intra_node/gpu_node.h"
 #include "test/mpi/mpi_test_support.h"
 
 namespace gradagg::test {

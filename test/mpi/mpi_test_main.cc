@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-#include "mpi_glue/mpi_environment.h"
+#include "mpi/mpi_environment.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 
 #include "aggregator/serial_simulation.h"
 #include "gradagg/options.h"
-#include "mpi_glue/node_topology.h"
+#include "mpi/node_topology.h"
 #include "mpi_test_support.h"
 
 namespace gradagg::test {

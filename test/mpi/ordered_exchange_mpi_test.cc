@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "gradagg/errors.h"
-#include "mpi_glue/ordered_exchange.h"
+#include "mpi/ordered_exchange.h"
 #include "mpi_test_support.h"
 #include "timeout_expectation.h"
 

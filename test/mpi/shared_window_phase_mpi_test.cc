@@ -1,4 +1,4 @@
-// The host intra-node phases on their own (nvlink/shared_window_phase.h): bit-exact sums in local-rank order through
+// The host intra-node phases on their own (intra_node/shared_window_phase.h): bit-exact sums in local-rank order through
 // many ring rounds, buffers of any shape, shards that change from call to call, and a late rank caught in time.
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "mpi_test_support.h"
-#include "nvlink/shared_window_phase.h"
+#include "intra_node/shared_window_phase.h"
 #include "timeout_expectation.h"
 
 namespace gradagg {

@@ -1,5 +1,5 @@
 """The Python package's ctypes declarations (python/gradagg/_capi.py) against the C header they copy
-(aggregator/include/gradagg/gradagg_c.h): every struct the package declares has the header's fields, in the
+(include/gradagg/gradagg_c.h): every struct the package declares has the header's fields, in the
 header's order, with the matching C types, and the API version is the header's. A field added to the header and
 not to Python (or the other way round) fails here instead of shifting every later field at run time. The options are
 written once more in C++ (gradagg/options.h, AggregatorOptions): the C struct must carry every one of its members (in

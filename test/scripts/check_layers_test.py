@@ -21,13 +21,13 @@ def tree(files):
 
 
 CLEAN = {
-    "ground/include/gradagg/errors.h": "#pragma once\n",
-    "ground/element_type.h": "#pragma once\n",
-    "quantize/quantizer.h": '#include "ground/element_type.h"\n#include "gradagg/errors.h"\n',
-    "mpi_glue/exchange.h": '#include "gradagg/errors.h"\n#include <mpi.h>\n',
-    "nvlink/phase.h": '#include "mpi_glue/exchange.h"\n#include "local_helper.h"\n',
-    "aggregator/include/gradagg/aggregator.h": '#include "gradagg/errors.h"\n',
-    "aggregator/run.cc": '#include "nvlink/phase.h"\n#include "quantize/quantizer.h"\n#include "gradagg/aggregator.h"\n',
+    "include/gradagg/errors.h": "#pragma once\n",
+    "common/element_type.h": "#pragma once\n",
+    "quantize/quantizer.h": '#include "common/element_type.h"\n#include "gradagg/errors.h"\n',
+    "mpi/exchange.h": '#include "gradagg/errors.h"\n#include <mpi.h>\n',
+    "intra_node/phase.h": '#include "mpi/exchange.h"\n#include "local_helper.h"\n',
+    "include/gradagg/aggregator.h": '#include "gradagg/errors.h"\n',
+    "aggregator/run.cc": '#include "intra_node/phase.h"\n#include "quantize/quantizer.h"\n#include "gradagg/aggregator.h"\n',
     "apps/main.cc": '#include "aggregator/run.h"\n',
     "test/anything.cc": '#include "apps/main.h"\n',
 }
@@ -39,18 +39,19 @@ class CheckLayersTest(unittest.TestCase):
 
     def test_includes_up_and_sideways_are_named(self):
         files = dict(CLEAN)
-        files["mpi_glue/exchange.h"] += '#include "quantize/quantizer.h"\n'      # sideways
-        files["nvlink/phase.h"] += '#include "gradagg/aggregator.h"\n'          # up, through a public header
-        files["ground/element_type.h"] += '#include "mpi_glue/exchange.h"\n'    # the ground floor reaching up
+        files["mpi/exchange.h"] += '#include "quantize/quantizer.h"\n'      # sideways
+        files["include/gradagg/aggregator.h"] += '#include "aggregator/run.h"\n'   # the public API reaching in
+        files["common/element_type.h"] += '#include "mpi/exchange.h"\n'    # the vocabulary reaching up
         found = check_layers.violations(tree(files))
         self.assertEqual(len(found), 3, found)
-        self.assertTrue(any(line.startswith("mpi_glue/exchange.h:3:") and "of quantize/" in line for line in found))
-        self.assertTrue(any(line.startswith("nvlink/phase.h:3:") and "of aggregator/" in line for line in found))
-        self.assertTrue(any(line.startswith("ground/element_type.h:2:") for line in found))
+        self.assertTrue(any(line.startswith("mpi/exchange.h:3:") and "of quantize/" in line for line in found))
+        self.assertTrue(any(line.startswith("include/gradagg/aggregator.h:2:") and "of aggregator/" in line
+                            for line in found))
+        self.assertTrue(any(line.startswith("common/element_type.h:2:") for line in found))
 
     def test_main_exits_one_on_a_violation(self):
         files = dict(CLEAN)
-        files["quantize/quantizer.h"] += '#include "nvlink/phase.h"\n'
+        files["quantize/quantizer.h"] += '#include "intra_node/phase.h"\n'
         self.assertEqual(check_layers.main(["check_layers.py", tree(files)]), 1)
         self.assertEqual(check_layers.main(["check_layers.py", tree(CLEAN)]), 0)
 

@@ -18,8 +18,8 @@
 
 #include "aggregator/serial_simulation.h"
 #include "gradagg/aggregator.h"
-#include "mpi_glue/mpi_environment.h"
-#include "mpi_glue/node_topology.h"
+#include "mpi/mpi_environment.h"
+#include "mpi/node_topology.h"
 #include "test/mpi/mpi_test_support.h"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "nvlink/flat_buffers.h"
+#include "intra_node/flat_buffers.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "nvlink/ordered_sum.h"
+#include "intra_node/ordered_sum.h"
 
 #include <gtest/gtest.h>
 

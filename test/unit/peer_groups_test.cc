@@ -1,4 +1,4 @@
-#include "nvlink/peer_groups.h"
+#include "intra_node/peer_groups.h"
 
 #include <gtest/gtest.h>
 

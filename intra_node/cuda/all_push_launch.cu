@@ -1,0 +1,80 @@
+// All-push reduction: every rank pushes each peer's shard of its input into that peer's inbox in chunks, so NVLink
+// carries writes only; each rank sums its shard in rank order and writes the result (all_push_kernel.cuh).
+#include <algorithm>
+
+#include "common/cuda/cuda_error.h"
+#include "common/cuda/element_convert.cuh"
+#include "intra_node/cuda/all_push_kernel.cuh"
+#include "intra_node/cuda/peer_group.h"
+#include "intra_node/cuda/peer_group_internal.h"
+
+namespace gradagg::nvlink {
+
+namespace {
+
+template <typename T, bool kPushToAll>
+void LaunchAllPushKernel(int ranks, int blocks, int threads, const device::AllPushArgs& args, cudaStream_t stream) {
+  WithRankCount(ranks, [&](auto count) {
+    device::AllPushKernel<T, decltype(count)::value, kPushToAll><<<blocks, threads, 0, stream>>>(args);
+  });
+  GRADAGG_CUDA_CHECK_LAUNCH("AllPushKernel");
+}
+
+}  // namespace
+
+size_t DefaultPushChunkBytes(int ranks) {
+  // Measured on 2 H200s (bench/NOTES.md): 128 KiB beat 64 KiB by 7% and 256 KiB gained 1%. With more peers a round
+  // carries a chunk for each, so smaller chunks keep a round's bytes (and the inbox, one slot per peer) about the same.
+  return ranks <= 2 ? (128 << 10) : ranks <= 4 ? (64 << 10) : (32 << 10);
+}
+
+bool PeerGroup::CanPush(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type) const {
+  const size_t elementBytes = ElementBytes(type);
+  if (config_.reduction != Reduction::kAllPush || call.largestShard * ranks() * elementBytes < pushMinBytes_)
+    return false;
+  for (int p = 0; p < ranks(); ++p) {
+    // Allocations start 256-byte aligned, so the offsets in every rank's records decide, the same on all ranks.
+    const size_t input = call.input.registration->exported[p].offset + call.input.offset;
+    const size_t output = call.output.registration->exported[p].offset + call.output.offset;
+    for (const ElementRange& shard : shards) {
+      if ((input + shard.begin * elementBytes) % 16 != 0) return false;
+      if (call.pushToAll && (output + shard.begin * elementBytes) % 16 != 0) return false;
+    }
+    if (!call.pushToAll && output % 16 != 0) return false;  // rank p's stripe
+  }
+  return true;
+}
+
+void PeerGroup::LaunchAllPush(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type,
+                              cudaStream_t stream) {
+  device::AllPushArgs args{};
+  args.input = call.input.registration->local + call.input.offset;
+  for (int p = 0; p < ranks(); ++p) {
+    args.peerOutput[p] = call.output.registration->peer[p] + call.output.offset;
+    args.peerInbox[p] = reinterpret_cast<uint4*>(scratch_.peer[p] + pushInboxOffset_);
+    args.shardBegin[p] = shards[p].begin;
+    args.shardCount[p] = shards[p].count;
+  }
+  args.outputShift = call.outputShift;
+  // Chunks as large as the inbox slot, or smaller where that leaves blocks idle, in whole rows of threads.
+  const size_t largestVectors = (call.largestShard * ElementBytes(type) + 15) / 16;
+  const size_t threads = static_cast<size_t>(config_.threads);
+  args.chunkVectors =
+      std::clamp(RoundUp((largestVectors + pushBlocks_ - 1) / pushBlocks_, threads), threads, pushChunkVectors_);
+  args.slotVectors = pushChunkVectors_;
+  args.chunks = std::max<size_t>(1, (largestVectors + args.chunkVectors - 1) / args.chunkVectors);
+  args.inboxBlocks = pushBlocks_;
+  args.order = config_.peerOrder;
+  args.barrier = Barrier();
+  const int blocks = static_cast<int>(std::min<size_t>(args.chunks, pushBlocks_));
+  cuda_detail::WithElementType(type, [&](auto element) {
+    using T = decltype(element);
+    if (call.pushToAll) {
+      LaunchAllPushKernel<T, true>(ranks(), blocks, config_.threads, args, stream);
+    } else {
+      LaunchAllPushKernel<T, false>(ranks(), blocks, config_.threads, args, stream);
+    }
+  });
+}
+
+}  // namespace gradagg::nvlink

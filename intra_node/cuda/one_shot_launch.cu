@@ -1,0 +1,43 @@
+// One-shot allreduce for small messages: every rank pushes its whole message to every peer's inbox in low-latency
+// packets, then sums what arrived, in rank order (one_shot_kernel.cuh).
+#include <algorithm>
+
+#include "common/cuda/cuda_error.h"
+#include "common/cuda/element_convert.cuh"
+#include "intra_node/cuda/one_shot_kernel.cuh"
+#include "intra_node/cuda/peer_group.h"
+#include "intra_node/cuda/peer_group_internal.h"
+
+namespace gradagg::nvlink {
+
+size_t DefaultOneShotMaxBytes(int ranks) {
+  // Measured (bench/NOTES.md, section 5): one-shot pushes (G-1) copies of the message, two-shot about two, so the
+  // crossover falls as G grows. 2 H100s: one-shot 16.4 us at 2 MiB against two-shot's 20.1, 29.7 against 26.6 at
+  // 4 MiB; 4 H100s: 18.1 against 15.0 at 512 KiB (bench/results/nvlink_allreduce/tuning/thresholds_4xh100/).
+  return ranks <= 2 ? (2 << 20) : ranks <= 4 ? (256 << 10) : (128 << 10);
+}
+
+void PeerGroup::OneShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
+  if (count == 0) return;  // nothing moves, so no call is counted: every rank skips it alike
+  StartCall(Mix(Mix(2, static_cast<uint64_t>(type)), count));
+  device::OneShotArgs args{};
+  args.input = input;
+  args.output = output;
+  args.count = count;
+  const size_t half = (calls_ & 1) * inboxHalfBytes_;
+  for (int p = 0; p < ranks(); ++p)
+    args.peerInbox[p] = reinterpret_cast<uint4*>(scratch_.peer[p] + kControlBytes + half);
+  args.slotPairs = inboxHalfBytes_ / ranks() / sizeof(uint4);
+  args.barrier = Barrier();
+  const size_t pairs = (count * ElementBytes(type) + 7) / 8;
+  const size_t perBlock = static_cast<size_t>(config_.threads);
+  const int blocks = static_cast<int>(
+      std::clamp<size_t>((pairs + perBlock - 1) / perBlock, 1, std::min(kMaxBlocks, 2 * multiprocessors_)));
+  cuda_detail::WithElementType(type, [&](auto element) {
+    using T = decltype(element);
+    device::OneShotAllReduceKernel<T><<<blocks, config_.threads, 0, stream>>>(args);
+    GRADAGG_CUDA_CHECK_LAUNCH("OneShotAllReduceKernel");
+  });
+}
+
+}  // namespace gradagg::nvlink

@@ -438,3 +438,4 @@ def check_optimizers(state, parameters):
 
 
 from gradagg.torch_adam import Adam, AdamW  # noqa: E402 (they take a GradaggState from above)
+from gradagg.torch_fsdp import FSDPGradaggState  # noqa: E402,F401 (FSDP2's all-reduce hook)

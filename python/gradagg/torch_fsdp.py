@@ -1,0 +1,128 @@
+"""FSDP2 with gradagg carrying the exchange between nodes: FSDP2 shards the model over the ranks of a node (a 1-D
+device mesh, `fully_shard`), reduce-scatters each module's gradients there, and hands every rank its shard; gradagg
+then sums that shard over the nodes, quantized with error feedback, in place of HSDP's float all-reduce.
+
+    import gradagg.torch
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    gradagg.torch.init_process_group_from_mpi()
+    nodes, per_node = world // S, S                  # the ranks of a node are consecutive, as init_device_mesh lays them
+    mesh = init_device_mesh("cuda", (nodes, per_node), mesh_dim_names=("node", "shard"))["shard"]
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    state = gradagg.torch.FSDPGradaggState(per_node, bits=2, momentum=0.9).attach(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)   # momentum 0: the hook carries it
+
+Each `fully_shard` module with parameters gets FSDP2's all-reduce hook (`FSDPModule.set_all_reduce_hook`, PyTorch 2.7
+or later). FSDP2 is told to hand over the plain sum over the node (`set_force_sum_reduction_for_comms(True)`) and to
+divide nothing afterwards (`set_gradient_divide_factor(1.0)`); the hook divides by the node's ranks, adds the carried
+momentum as the DDP hook does (beta * m + g), sums over the nodes with one gradagg Aggregator per module and shard
+size (each parameter's shard its own tensor, so its own quantization buckets) on the communicator of the ranks that
+hold the same shard (one rank per node), divides by the nodes, and keeps the result as the new momentum. So at 32
+bits the gradient is bitwise what a float all-reduce over those ranks gives.
+
+The communicator comes from mpi4py (`comm=`, or MPI_COMM_WORLD split by the rank's place in its node). HSDP (a 2-D
+mesh) is refused: FSDP2 would run its own all-reduce between the nodes before the hook.
+"""
+import torch
+
+import gradagg
+
+
+class FSDPGradaggState:
+    """The FSDP2 hook's state: the shard group's size, gradagg options (bits, ...), the momentum, and one Aggregator
+    and momentum buffer per FSDP2 module and shard size. Collective over `comm` (or MPI_COMM_WORLD)."""
+
+    def __init__(self, shard_size, momentum=0.0, comm=None, **options):
+        from mpi4py import MPI  # the replicate communicator; gradagg takes mpi4py communicators
+
+        world = MPI.COMM_WORLD if comm is None else comm
+        if not isinstance(shard_size, int) or shard_size < 1 or world.size % shard_size:
+            raise ValueError(f"gradagg.torch: rank {world.rank}: shard_size must divide the {world.size} ranks, not "
+                             f"{shard_size!r}")
+        if not 0.0 <= momentum < 1.0:
+            raise ValueError(f"gradagg.torch: rank {world.rank}: momentum must be in [0, 1), not {momentum}")
+        if options.get("ranks_per_node", 1) != 1:
+            raise ValueError(f"gradagg.torch: rank {world.rank}: FSDP2 reduces inside the node; gradagg's "
+                             "communicator holds one rank per node (leave ranks_per_node out)")
+        self.shard_size = shard_size
+        self.rank = world.rank
+        # init_device_mesh lays a (nodes, shard) mesh out row by row: a node's ranks are consecutive.
+        self.comm = world.Split(color=world.rank % shard_size, key=world.rank)
+        self.nodes = self.comm.size
+        self.momentum = momentum
+        self.options = dict(options, ranks_per_node=1)
+        self.aggregators = {}
+        self.momenta = {}
+        self.calls = {}
+        self.bytes_sent = 0  # across nodes, by this rank, and what float32 would have sent
+        self.float_bytes = 0
+
+    def attach(self, root):
+        """Sets the hook on every FSDP2 module under `root` (itself included) that owns parameters. Returns self."""
+        try:
+            from torch.distributed.fsdp import FSDPModule
+        except ImportError:
+            FSDPModule = None  # noqa: N806
+        if FSDPModule is None or not hasattr(FSDPModule, "set_all_reduce_hook"):
+            raise RuntimeError(f"gradagg.torch: rank {self.rank}: FSDP2's all-reduce hook needs PyTorch 2.7 or later, "
+                               f"not {torch.__version__}")
+        modules = 0
+        for module in root.modules():
+            if not isinstance(module, FSDPModule):
+                continue
+            group = module._get_fsdp_state()._fsdp_param_group  # noqa: SLF001 (FSDP2 keeps it private)
+            if group is None:  # a module whose parameters all belong to its children
+                continue
+            if group._is_hsdp:  # noqa: SLF001
+                raise ValueError(f"gradagg.torch: rank {self.rank}: the module is sharded on a 2-D (HSDP) mesh; "
+                                 "gradagg replaces HSDP's all-reduce between the nodes: shard on the node's 1-D mesh")
+            width = group.mesh_info.shard_mesh_size
+            if width != self.shard_size:
+                raise ValueError(f"gradagg.torch: rank {self.rank}: the module is sharded over {width} ranks, the "
+                                 f"state over {self.shard_size}")
+            module.set_force_sum_reduction_for_comms(True)
+            module.set_gradient_divide_factor(1.0)
+            sizes = [p.padded_sharded_param_size.numel() for p in group.fsdp_params]
+            module.set_all_reduce_hook(self._hook(modules, sizes))
+            modules += 1
+        if modules == 0:
+            raise ValueError(f"gradagg.torch: rank {self.rank}: no fully_shard module with parameters under the root")
+        return self
+
+    def close(self):
+        """Frees the Aggregators (collective over the replicate communicator)."""
+        for aggregator in self.aggregators.values():
+            aggregator.close()
+        self.aggregators.clear()
+
+    def _hook(self, index, sizes):
+        def hook(shard):
+            # The key is the same on every member of the communicator (same module, same shard size), and FSDP2
+            # reaches the modules in one order everywhere, so Aggregators are created collectively in step.
+            key = (index, shard.numel(), shard.dtype, shard.device)
+            aggregator = self.aggregators.get(key)
+            if aggregator is None:
+                aggregator = self.aggregators[key] = gradagg.Aggregator(comm=self.comm, **self.options)
+            shard.div_(self.shard_size)  # the node's mean: exact when the node's ranks are a power of two
+            momentum = None
+            if self.momentum > 0.0:
+                momentum = self.momenta.get(key)
+                if momentum is None:
+                    momentum = self.momenta[key] = torch.zeros_like(shard)
+                shard.add_(momentum, alpha=self.momentum)
+            tensors = list(shard.split(sizes)) if sum(sizes) == shard.numel() else [shard]
+            aggregator.aggregate(tensors)
+            shard.div_(self.nodes)
+            if momentum is not None:
+                momentum.copy_(shard)
+            self.calls[key] = self.calls.get(key, 0) + 1
+            stats = aggregator.stats
+            self.bytes_sent += stats["inter_node_bytes_sent"]
+            self.float_bytes += stats["inter_node_float_bytes"]
+        return hook
+
+    def bits_per_element(self):
+        """Bits this rank sent across nodes per shard element, averaged over its calls so far (None before any)."""
+        return 32.0 * self.bytes_sent / self.float_bytes if self.float_bytes else None

@@ -58,6 +58,7 @@ class FSDPGradaggState:
         self.calls = {}
         self.bytes_sent = 0  # across nodes, by this rank, and what float32 would have sent
         self.float_bytes = 0
+        self._restore = None  # load_state_dict's, handed to each module's Aggregator at its first call
 
     def attach(self, root):
         """Sets the hook on every FSDP2 module under `root` (itself included) that owns parameters. Returns self."""
@@ -91,6 +92,41 @@ class FSDPGradaggState:
             raise ValueError(f"gradagg.torch: rank {self.rank}: no fully_shard module with parameters under the root")
         return self
 
+    def state_dict(self):
+        """What the hook owes between steps, for torch.save beside the model and optimizer (each rank saves its own):
+        every module's carried quantization error, momentum and call count, and the bytes sent. Call it between
+        steps."""
+        modules = []
+        for key in sorted(self.calls, key=lambda k: (k[0], k[1])):
+            aggregator, momentum = self.aggregators.get(key), self.momenta.get(key)
+            residuals = aggregator.export_residuals() if aggregator is not None else None
+            if residuals is not None:
+                residuals = dict(residuals, stripe=torch.from_numpy(residuals["stripe"]),
+                                 own=torch.from_numpy(residuals["own"]))
+            modules.append({"module": key[0], "elements": key[1], "dtype": str(key[2]), "calls": self.calls[key],
+                            "residuals": residuals, "momentum": None if momentum is None else momentum.cpu().clone()})
+        return {"format": 1, "settings": self._settings(), "rank": self.rank, "modules": modules,
+                "bytes_sent": self.bytes_sent, "float_bytes": self.float_bytes}
+
+    def load_state_dict(self, saved):
+        """Resumes from state_dict() of this rank of an earlier run with the same settings and ranks: call it before
+        the first step. Each module's next call starts from the saved error and momentum, so the run goes on bitwise
+        as the saved one would have."""
+        if not isinstance(saved, dict) or saved.get("format") != 1:
+            raise ValueError(f"gradagg.torch: rank {self.rank}: load_state_dict takes what FSDPGradaggState."
+                             "state_dict() returned")
+        if saved["settings"] != self._settings() or saved["rank"] != self.rank:
+            raise ValueError(f"gradagg.torch: rank {self.rank}: the checkpoint is rank {saved['rank']}'s with "
+                             f"{saved['settings']}, not this state's {self._settings()}")
+        if self.calls:
+            raise ValueError(f"gradagg.torch: rank {self.rank}: load_state_dict must come before the first step")
+        self._restore = {(m["module"], m["elements"], m["dtype"]): m for m in saved["modules"]}
+        self.bytes_sent, self.float_bytes = saved["bytes_sent"], saved["float_bytes"]
+
+    def _settings(self):
+        return {"shard_size": self.shard_size, "nodes": self.nodes, "momentum": self.momentum,
+                "options": dict(sorted(self.options.items()))}
+
     def close(self):
         """Frees the Aggregators (collective over the replicate communicator)."""
         for aggregator in self.aggregators.values():
@@ -105,6 +141,7 @@ class FSDPGradaggState:
             aggregator = self.aggregators.get(key)
             if aggregator is None:
                 aggregator = self.aggregators[key] = gradagg.Aggregator(comm=self.comm, **self.options)
+                self._resume(key, shard, aggregator)
             shard.div_(self.shard_size)  # the node's mean: exact when the node's ranks are a power of two
             momentum = None
             if self.momentum > 0.0:
@@ -122,6 +159,16 @@ class FSDPGradaggState:
             self.bytes_sent += stats["inter_node_bytes_sent"]
             self.float_bytes += stats["inter_node_float_bytes"]
         return hook
+
+    def _resume(self, key, shard, aggregator):
+        saved = self._restore.pop((key[0], key[1], str(key[2])), None) if self._restore else None
+        if saved is None:
+            return
+        if saved["residuals"] is not None:
+            aggregator.import_residuals(saved["residuals"])
+        if saved["momentum"] is not None:
+            self.momenta[key] = saved["momentum"].to(shard.device, shard.dtype)
+        self.calls[key] = saved["calls"]
 
     def bits_per_element(self):
         """Bits this rank sent across nodes per shard element, averaged over its calls so far (None before any)."""

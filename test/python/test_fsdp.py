@@ -6,8 +6,10 @@ mpi4py, and prints SKIPPED and exits 0 without them (Debian's torch 1.13 in CI h
   2. at 1 and 2 bits with momentum 0.9 in the hook and plain SGD a small regression learns (the loss falls below half
      its start), every rank ends with bitwise the same parameters, and at 1 bit the bytes across nodes are at most
      1/20 of float32's;
-  3. refusals naming the rank: a shard size that does not divide the ranks, a module sharded over another width, an
-     HSDP (2-D) mesh.
+  3. a run resumed after 3 of 6 steps from the parameters and the hook's state_dict() (momentum, carried error) ends
+     bitwise as the run that never stopped, and without the hook's state it does not;
+  4. refusals naming the rank: a shard size that does not divide the ranks, a module sharded over another width, an
+     HSDP (2-D) mesh, a checkpoint loaded after the first step.
 
   mpirun -np 2 python3 test_fsdp.py     (2 nodes of 1 rank; -np 4: 2 nodes of 2, each node an FSDP2 shard group)
 Prints "python_fsdp_test: PASS" on rank 0 when every rank passed.
@@ -129,6 +131,44 @@ def check_low_bits_train(rank, size):
     return "; ".join(notes)
 
 
+def check_resume(rank, size):
+    """A run resumed from the hook's state_dict (and the parameters) after 3 of 6 steps ends bitwise as the run that
+    never stopped; the same resume without the hook's state does not (the momentum and the carried error matter)."""
+    mesh, per_node = meshes(size)
+
+    def steps(model, state, first, last):
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+        for step in range(first, last):
+            x, y = batch(rank, step)
+            (model(x) - y).square().mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+
+    def local(model):
+        return [p.to_local().clone() for p in model.parameters()]
+
+    model = build(mesh["shard"])
+    state = gradagg.torch.FSDPGradaggState(per_node, bits=1, momentum=0.9).attach(model)
+    steps(model, state, 0, 3)
+    saved, halfway = state.state_dict(), local(model)
+    steps(model, state, 3, 6)
+    whole = local(model)
+    state.close()
+    for restore in (True, False):
+        resumed = build(mesh["shard"])
+        with torch.no_grad():
+            for parameter, value in zip(resumed.parameters(), halfway):
+                parameter.to_local().copy_(value)
+        again = gradagg.torch.FSDPGradaggState(per_node, bits=1, momentum=0.9).attach(resumed)
+        if restore:
+            again.load_state_dict(saved)
+        steps(resumed, again, 3, 6)
+        same = all(torch.equal(a, b) for a, b in zip(whole, local(resumed)))
+        again.close()
+        assert same == restore, f"resumed {'with' if restore else 'without'} the hook's state: same as whole {same}"
+    expect_refusal("late load", lambda: state.load_state_dict(saved), ["before the first step", f"rank {rank}"])
+
+
 def expect_refusal(what, action, words):
     try:
         action()
@@ -157,6 +197,7 @@ def main():
     return torch_checks.run("python_fsdp_test", [
         ("float32 is an all-reduce", check_float32_is_an_all_reduce),
         ("1 and 2 bits train", check_low_bits_train),
+        ("resume", check_resume),
         ("refusals", check_refusals)], 29661)
 
 

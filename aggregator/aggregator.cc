@@ -154,6 +154,7 @@ void Aggregator::AggregateGradients(const std::vector<GradientBuffer>& gradients
 
 AggregationStats Aggregator::Impl::RunCall(const BucketLayout& callLayout, GradientHeader* header,
                                            const std::string& problem, bool onDevice,
+                                           const std::function<void()>& prepare,
                                            const std::function<AggregationStats(bool contributes)>& phases) {
   Stopwatch totalClock;
   Stopwatch clock;
@@ -164,6 +165,7 @@ AggregationStats Aggregator::Impl::RunCall(const BucketLayout& callLayout, Gradi
                   onDevice ? CallMemory::kDevice : CallMemory::kHost, options.timeoutSeconds);
   call_timeline::Note("agreed");
   const double agreement = clock.Lap();
+  if (prepare) prepare();  // not kept in `failure`: MakeDevicePath agrees on its refusals, every rank throws alike
   AggregationStats call;
   try {
     call = phases(contributes);
@@ -181,7 +183,7 @@ AggregationStats Aggregator::Impl::RunCall(const BucketLayout& callLayout, Gradi
 
 AggregationStats Aggregator::Impl::RunHost(const FlatBuffers& flat, const BucketLayout& callLayout,
                                            GradientHeader* header, const std::string& problem) {
-  return RunCall(callLayout, header, problem, false, [&](bool contributes) {
+  return RunCall(callLayout, header, problem, false, nullptr, [&](bool contributes) {
     InstallImport(crossNode.get());
     return RunHostPhases(flat, callLayout, contributes);
   });
@@ -228,8 +230,10 @@ void Aggregator::AggregateGradients(const std::vector<DeviceGradient>& gradients
 AggregationStats Aggregator::Impl::RunDevice(const std::vector<DeviceGradient>& gradients, CudaStream stream,
                                              GradientHeader* header, const std::string& problem) {
   const BucketLayout callLayout = LayoutOf(gradients, options);
-  return RunCall(callLayout, header, problem, true, [&](bool contributes) {
+  const auto makePath = [&] {
     if (!device) device = MakeDevicePath(topology, options);
+  };
+  return RunCall(callLayout, header, problem, true, makePath, [&](bool contributes) {
     InstallImport(device->crossNode());
     AggregationStats call;
     device->Aggregate(gradients, callLayout, contributes, stream, call);

@@ -65,10 +65,12 @@ struct Aggregator::Impl {
   void InstallImport(CrossNodePhase* phase);
 
   // One whole call on the calling thread, host or device alike: the ranks agree on it (or all throw alike), then
-  // `phases(contributes)` runs it; past the agreement a failure may be this rank's alone, so it is kept in `failure`.
-  // `problem` is this rank's own complaint ("" if none).
+  // `prepare` (if any) readies what the call runs on, as every rank does alike, and `phases(contributes)` runs it;
+  // a failure in the phases may be this rank's alone, so it is kept in `failure`. `problem` is this rank's own
+  // complaint ("" if none).
   AggregationStats RunCall(const BucketLayout& callLayout, GradientHeader* header, const std::string& problem,
-                           bool onDevice, const std::function<AggregationStats(bool contributes)>& phases);
+                           bool onDevice, const std::function<void()>& prepare,
+                           const std::function<AggregationStats(bool contributes)>& phases);
   // RunCall of host buffers and of device tensors.
   AggregationStats RunHost(const FlatBuffers& flat, const BucketLayout& callLayout, GradientHeader* header,
                            const std::string& problem);

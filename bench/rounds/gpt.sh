@@ -19,6 +19,9 @@ export GRADAGG_NVLINK_SHARE_GPUS=1 GRADAGG_RANKS_PER_NODE=1 MASTER_ADDR=127.0.0.
 jobs=${JOBS:-3} limit=${LIMIT:-540}
 # The logs are packed on the way out, also when the round is stopped (the device tool brings back a few files only).
 finish() {
+  local running
+  running=$(jobs -p)
+  [ -n "$running" ] && kill $running 2>/dev/null && wait  # stopped: end the runs before their logs are packed
   for log in "$out"/runs/*.log; do
     [ -e "$log" ] && echo "$(basename "$log" .log): $(grep 'train_gpt: [^s]' "$log" | tail -n 1)"
   done | tee "$out/summary.txt"

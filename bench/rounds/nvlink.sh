@@ -38,5 +38,5 @@ for n in $counts; do
   summary="$summary\n== benchmark on $n GPUs, pulled (GRADAGG_NVLINK_ALL_PUSH=0): exit $?\n$(grep -v '^#' "$out/benchmark_${n}gpus_pulled.txt" | awk '{print $1, $4, $7, $8, $12, $13, $15}')"
 done
 echo "== gpu: $(sed -n 2p "$out/gpu.txt")"
-say "$summary"
+say "$(echo -e "$summary")"
 grep -h -E "Failure|wrong element|rank [0-9]\]" "$out"/tests_*.txt | head -n 8

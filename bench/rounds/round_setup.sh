@@ -23,7 +23,7 @@ round_setup() {
   : >"$out/summary.txt"
 }
 
-say() { echo -e "$*" | tee -a "$out/summary.txt"; }
+say() { echo "$*" | tee -a "$out/summary.txt"; }
 
 pack() {
   [ -d "$2" ] || return 0

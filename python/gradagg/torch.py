@@ -97,7 +97,7 @@ class GradaggState:
         self._step_momenta = []  # (result, momentum) of this step's buckets, committed after its last one
         self.warmup_steps = warmup_steps
         self.warmup_bits = warmup_bits
-        if "bits" not in options and "GRADAGG_BITS" not in os.environ:
+        if "bits" not in options and not os.environ.get("GRADAGG_BITS"):  # empty counts as unset, as in C++
             options = dict(options, bits=DEFAULT_BITS)
         self.bits = gradagg.options.make_options(options).bits  # the library's rule: defaults, GRADAGG_*, these
         self.options = options
@@ -215,8 +215,10 @@ class GradaggState:
             self._restore = saved
 
     def _settings(self):
+        # The width once, as it took effect (given, from GRADAGG_BITS or the default), not as it was asked for.
+        options = {name: value for name, value in sorted(self.options.items()) if name != "bits"}
         return {"bits": self.bits, "momentum": self.momentum, "warmup_steps": self.warmup_steps,
-                "warmup_bits": self.warmup_bits, "options": dict(sorted(self.options.items()))}
+                "warmup_bits": self.warmup_bits, "options": options}
 
     def _count(self, aggregator):
         stats = aggregator.stats

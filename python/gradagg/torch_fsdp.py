@@ -14,20 +14,24 @@ then sums that shard over the nodes, quantized with error feedback, in place of 
     state = gradagg.torch.FSDPGradaggState(per_node, bits=2, momentum=0.9).attach(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)   # momentum 0: the hook carries it
 
-Each `fully_shard` module with parameters gets FSDP2's all-reduce hook (`FSDPModule.set_all_reduce_hook`, PyTorch 2.7
-or later). FSDP2 is told to hand over the plain sum over the node (`set_force_sum_reduction_for_comms(True)`) and to
+Each `fully_shard` module with parameters gets FSDP2's all-reduce hook (`FSDPModule.set_all_reduce_hook`; PyTorch 2.8
+or later, for the force-sum reduction below). FSDP2 is told to hand over the plain sum over the node (`set_force_sum_reduction_for_comms(True)`) and to
 divide nothing afterwards (`set_gradient_divide_factor(1.0)`); the hook divides by the node's ranks, adds the carried
 momentum as the DDP hook does (beta * m + g), sums over the nodes with one gradagg Aggregator per module and shard
 size (each parameter's shard its own tensor, so its own quantization buckets) on the communicator of the ranks that
 hold the same shard (one rank per node), divides by the nodes, and keeps the result as the new momentum. So at 32
 bits the gradient is bitwise what a float all-reduce over those ranks gives.
 
-The communicator comes from mpi4py (`comm=`, or MPI_COMM_WORLD split by the rank's place in its node). HSDP (a 2-D
+The width is the DDP hook's rule: `bits=`, else GRADAGG_BITS, else gradagg.torch.DEFAULT_BITS (2). A shard whose sum is
+not finite (an AMP overflow) comes back non-finite and leaves its momentum as it was. The communicator comes from mpi4py (`comm=`, or MPI_COMM_WORLD split by the rank's place in its node). HSDP (a 2-D
 mesh) is refused: FSDP2 would run its own all-reduce between the nodes before the hook.
 """
+import os
+
 import torch
 
 import gradagg
+from gradagg.options import make_options
 
 
 class FSDPGradaggState:
@@ -43,6 +47,9 @@ class FSDPGradaggState:
                              f"{shard_size!r}")
         if not 0.0 <= momentum < 1.0:
             raise ValueError(f"gradagg.torch: rank {world.rank}: momentum must be in [0, 1), not {momentum}")
+        if "bits" not in options and not os.environ.get("GRADAGG_BITS"):  # the DDP hook's rule
+            from gradagg.torch import DEFAULT_BITS
+            options = dict(options, bits=DEFAULT_BITS)
         if options.get("ranks_per_node", 1) != 1:
             raise ValueError(f"gradagg.torch: rank {world.rank}: FSDP2 reduces inside the node; gradagg's "
                              "communicator holds one rank per node (leave ranks_per_node out)")
@@ -53,6 +60,8 @@ class FSDPGradaggState:
         self.nodes = self.comm.size
         self.momentum = momentum
         self.options = dict(options, ranks_per_node=1)
+        self.bits = make_options(self.options).bits  # as it takes effect: given, GRADAGG_BITS, default
+        self._modules = 0  # FSDP2 modules hooked so far, over every attach: each one's index keys its Aggregators
         self.aggregators = {}
         self.momenta = {}
         self.calls = {}
@@ -66,10 +75,10 @@ class FSDPGradaggState:
             from torch.distributed.fsdp import FSDPModule
         except ImportError:
             FSDPModule = None  # noqa: N806
-        if FSDPModule is None or not hasattr(FSDPModule, "set_all_reduce_hook"):
-            raise RuntimeError(f"gradagg.torch: rank {self.rank}: FSDP2's all-reduce hook needs PyTorch 2.7 or later, "
-                               f"not {torch.__version__}")
-        modules = 0
+        if FSDPModule is None or not hasattr(FSDPModule, "set_force_sum_reduction_for_comms"):
+            raise RuntimeError(f"gradagg.torch: rank {self.rank}: FSDP2's all-reduce hook with a plain sum needs "
+                               f"PyTorch 2.8 or later, not {torch.__version__}")
+        first = self._modules
         for module in root.modules():
             if not isinstance(module, FSDPModule):
                 continue
@@ -86,9 +95,9 @@ class FSDPGradaggState:
             module.set_force_sum_reduction_for_comms(True)
             module.set_gradient_divide_factor(1.0)
             sizes = [p.padded_sharded_param_size.numel() for p in group.fsdp_params]
-            module.set_all_reduce_hook(self._hook(modules, sizes))
-            modules += 1
-        if modules == 0:
+            module.set_all_reduce_hook(self._hook(self._modules, sizes))
+            self._modules += 1
+        if self._modules == first:
             raise ValueError(f"gradagg.torch: rank {self.rank}: no fully_shard module with parameters under the root")
         return self
 
@@ -124,14 +133,18 @@ class FSDPGradaggState:
         self.bytes_sent, self.float_bytes = saved["bytes_sent"], saved["float_bytes"]
 
     def _settings(self):
-        return {"shard_size": self.shard_size, "nodes": self.nodes, "momentum": self.momentum,
-                "options": dict(sorted(self.options.items()))}
+        options = {name: value for name, value in sorted(self.options.items()) if name != "bits"}
+        return {"shard_size": self.shard_size, "nodes": self.nodes, "momentum": self.momentum, "bits": self.bits,
+                "options": options}
 
     def close(self):
         """Frees the Aggregators (collective over the replicate communicator)."""
         for aggregator in self.aggregators.values():
             aggregator.close()
         self.aggregators.clear()
+        if self.comm is not None:
+            self.comm.Free()
+            self.comm = None
 
     def _hook(self, index, sizes):
         def hook(shard):
@@ -152,8 +165,8 @@ class FSDPGradaggState:
             tensors = list(shard.split(sizes)) if sum(sizes) == shard.numel() else [shard]
             aggregator.aggregate(tensors)
             shard.div_(self.nodes)
-            if momentum is not None:
-                momentum.copy_(shard)
+            if momentum is not None:  # an overflowed shard leaves its momentum as it was, as under DDP
+                momentum.copy_(torch.where(torch.isfinite(shard).all(), shard, momentum))
             self.calls[key] = self.calls.get(key, 0) + 1
             stats = aggregator.stats
             self.bytes_sent += stats["inter_node_bytes_sent"]
@@ -161,8 +174,14 @@ class FSDPGradaggState:
         return hook
 
     def _resume(self, key, shard, aggregator):
-        saved = self._restore.pop((key[0], key[1], str(key[2])), None) if self._restore else None
+        if not self._restore:
+            return
+        saved = self._restore.pop((key[0], key[1], str(key[2])), None)
         if saved is None:
+            other = [k for k in self._restore if k[0] == key[0]]
+            if other:  # the module was saved with another shard: its carried error would be lost
+                raise ValueError(f"gradagg.torch: rank {self.rank}: module {key[0]} was saved with {other[0][1]} "
+                                 f"elements of {other[0][2]}, and now has {key[1]} of {key[2]}")
             return
         if saved["residuals"] is not None:
             aggregator.import_residuals(saved["residuals"])

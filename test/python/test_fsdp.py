@@ -1,4 +1,4 @@
-"""gradagg.torch.FSDPGradaggState under FSDP2 on CPU ranks (gloo), under mpirun; needs PyTorch 2.7 or later and
+"""gradagg.torch.FSDPGradaggState under FSDP2 on CPU ranks (gloo), under mpirun; needs PyTorch 2.8 or later and
 mpi4py, and prints SKIPPED and exits 0 without them (Debian's torch 1.13 in CI has no FSDP2):
 
   1. at 32 bits the gradients after each backward are bitwise what a gloo all-reduce over the replicate group gives
@@ -14,7 +14,7 @@ mpi4py, and prints SKIPPED and exits 0 without them (Debian's torch 1.13 in CI h
   mpirun -np 2 python3 test_fsdp.py     (2 nodes of 1 rank; -np 4: 2 nodes of 2, each node an FSDP2 shard group)
 Prints "python_fsdp_test: PASS" on rank 0 when every rank passed.
 """
-import os
+import functools
 import sys
 
 try:
@@ -22,10 +22,10 @@ try:
     from mpi4py import MPI  # noqa: F401 (the hook's communicator)
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import FSDPModule, fully_shard
-    if not hasattr(FSDPModule, "set_all_reduce_hook"):
-        raise ImportError("FSDPModule.set_all_reduce_hook")
+    if not hasattr(FSDPModule, "set_force_sum_reduction_for_comms"):
+        raise ImportError("FSDPModule.set_force_sum_reduction_for_comms")
 except ImportError as missing:
-    print(f"python_fsdp_test: SKIPPED (needs PyTorch 2.7+ with FSDP2 and mpi4py: {missing})")
+    print(f"python_fsdp_test: SKIPPED (needs PyTorch 2.8+ with FSDP2 and mpi4py: {missing})")
     sys.exit(0)
 
 import torch.distributed as dist
@@ -38,7 +38,9 @@ def shard_size(size):
     return 2 if size % 2 == 0 and size > 2 else 1
 
 
+@functools.lru_cache(maxsize=None)
 def meshes(size):
+    """The (node, shard) mesh, made once: every init_device_mesh makes process groups of its own."""
     per_node = shard_size(size)
     mesh = init_device_mesh("cpu", (size // per_node, per_node), mesh_dim_names=("node", "shard"))
     return mesh, per_node
@@ -181,6 +183,9 @@ def expect_refusal(what, action, words):
 def check_refusals(rank, size):
     mesh, per_node = meshes(size)
     expect_refusal("shard size", lambda: gradagg.torch.FSDPGradaggState(size + 1), ["shard_size", f"rank {rank}"])
+    default = gradagg.torch.FSDPGradaggState(per_node)
+    assert default.bits == gradagg.torch.DEFAULT_BITS == 2, f"the FSDP2 hook's default width is {default.bits} bits"
+    default.close()
     if size > 1:
         other = 2 if per_node == 1 else 1
         model = build(mesh["shard"])

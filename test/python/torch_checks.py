@@ -32,6 +32,7 @@ def run(test, checks, default_port):
     dist.all_reduce(total)
     if rank == 0 and total.item() == 0:
         print(f"{test}: PASS on {size} ranks, {''.join(n + ', ' for n in notes[:1])}torch {torch.__version__}")
+    dist.barrier()  # no rank tears its groups down while another's last operation may still be on the wire
     dist.destroy_process_group()
     return 0 if total.item() == 0 else 1
 

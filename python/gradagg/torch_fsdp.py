@@ -6,7 +6,7 @@ then sums that shard over the nodes, quantized with error feedback, in place of 
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     gradagg.torch.init_process_group_from_mpi()
-    nodes, per_node = world // S, S                  # the ranks of a node are consecutive, as init_device_mesh lays them
+    nodes, per_node = world // S, S          # a node's ranks are consecutive, as init_device_mesh lays them out
     mesh = init_device_mesh("cuda", (nodes, per_node), mesh_dim_names=("node", "shard"))["shard"]
     for block in model.blocks:
         fully_shard(block, mesh=mesh)
@@ -14,17 +14,18 @@ then sums that shard over the nodes, quantized with error feedback, in place of 
     state = gradagg.torch.FSDPGradaggState(per_node, bits=2, momentum=0.9).attach(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)   # momentum 0: the hook carries it
 
-Each `fully_shard` module with parameters gets FSDP2's all-reduce hook (`FSDPModule.set_all_reduce_hook`; PyTorch 2.8
-or later, for the force-sum reduction below). FSDP2 is told to hand over the plain sum over the node (`set_force_sum_reduction_for_comms(True)`) and to
-divide nothing afterwards (`set_gradient_divide_factor(1.0)`); the hook divides by the node's ranks, adds the carried
-momentum as the DDP hook does (beta * m + g), sums over the nodes with one gradagg Aggregator per module and shard
-size (each parameter's shard its own tensor, so its own quantization buckets) on the communicator of the ranks that
-hold the same shard (one rank per node), divides by the nodes, and keeps the result as the new momentum. So at 32
-bits the gradient is bitwise what a float all-reduce over those ranks gives.
+Each `fully_shard` module with parameters gets FSDP2's all-reduce hook (`FSDPModule.set_all_reduce_hook`; PyTorch 2.8 or
+later, for the force-sum reduction below). FSDP2 is told to hand over the plain sum over the node
+(`set_force_sum_reduction_for_comms(True)`) and to divide nothing afterwards (`set_gradient_divide_factor(1.0)`); the
+hook divides by the node's ranks, adds the carried momentum as the DDP hook does (beta * m + g), sums over the nodes
+with one gradagg Aggregator per module and shard size (each parameter's shard its own tensor, so its own quantization
+buckets) on the communicator of the ranks that hold the same shard (one rank per node), divides by the nodes, and keeps
+the result as the new momentum. So at 32 bits the gradient is bitwise what a float all-reduce over those ranks gives.
 
 The width is the DDP hook's rule: `bits=`, else GRADAGG_BITS, else gradagg.torch.DEFAULT_BITS (2). A shard whose sum is
-not finite (an AMP overflow) comes back non-finite and leaves its momentum as it was. The communicator comes from mpi4py (`comm=`, or MPI_COMM_WORLD split by the rank's place in its node). HSDP (a 2-D
-mesh) is refused: FSDP2 would run its own all-reduce between the nodes before the hook.
+not finite (an AMP overflow) comes back non-finite, and that step moves no module's momentum. The communicator comes
+from mpi4py (`comm=`, or MPI_COMM_WORLD split by the rank's place in its node). HSDP (a 2-D mesh) is refused: FSDP2
+would run its own all-reduce between the nodes before the hook.
 """
 import os
 
@@ -68,6 +69,8 @@ class FSDPGradaggState:
         self.bytes_sent = 0  # across nodes, by this rank, and what float32 would have sent
         self.float_bytes = 0
         self._restore = None  # load_state_dict's, handed to each module's Aggregator at its first call
+        self._pending = {}  # this step's new momenta, committed after its last module
+        self._shard_group = None
 
     def attach(self, root):
         """Sets the hook on every FSDP2 module under `root` (itself included) that owns parameters. Returns self."""
@@ -92,6 +95,7 @@ class FSDPGradaggState:
             if width != self.shard_size:
                 raise ValueError(f"gradagg.torch: rank {self.rank}: the module is sharded over {width} ranks, the "
                                  f"state over {self.shard_size}")
+            self._shard_group = group.mesh_info.shard_process_group  # the node: where an overflow is agreed
             module.set_force_sum_reduction_for_comms(True)
             module.set_gradient_divide_factor(1.0)
             sizes = [p.padded_sharded_param_size.numel() for p in group.fsdp_params]
@@ -105,6 +109,8 @@ class FSDPGradaggState:
         """What the hook owes between steps, for torch.save beside the model and optimizer (each rank saves its own):
         every module's carried quantization error, momentum and call count, and the bytes sent. Call it between
         steps."""
+        if self._pending:
+            self._commit()
         modules = []
         for key in sorted(self.calls, key=lambda k: (k[0], k[1])):
             aggregator, momentum = self.aggregators.get(key), self.momenta.get(key)
@@ -158,6 +164,8 @@ class FSDPGradaggState:
             shard.div_(self.shard_size)  # the node's mean: exact when the node's ranks are a power of two
             momentum = None
             if self.momentum > 0.0:
+                if key in self._pending:  # a new step, and the last one's momenta still wait: it had fewer modules
+                    self._commit()
                 momentum = self.momenta.get(key)
                 if momentum is None:
                     momentum = self.momenta[key] = torch.zeros_like(shard)
@@ -165,13 +173,27 @@ class FSDPGradaggState:
             tensors = list(shard.split(sizes)) if sum(sizes) == shard.numel() else [shard]
             aggregator.aggregate(tensors)
             shard.div_(self.nodes)
-            if momentum is not None:  # an overflowed shard leaves its momentum as it was, as under DDP
-                momentum.copy_(torch.where(torch.isfinite(shard).all(), shard, momentum))
+            if momentum is not None:  # kept aside until the step's last module: one overflow keeps them all
+                self._pending[key] = shard.clone()
+                if len(self._pending) == self._modules:
+                    self._commit()
             self.calls[key] = self.calls.get(key, 0) + 1
             stats = aggregator.stats
             self.bytes_sent += stats["inter_node_bytes_sent"]
             self.float_bytes += stats["inter_node_float_bytes"]
         return hook
+
+    def _commit(self):
+        """The step's new momenta, once its modules are through: all of them if every shard came back finite, none
+        if one did not (an AMP overflow, whose step the scaler skips), as the DDP hook does. The same on every rank,
+        since the nodes' sums come back alike and the node's ranks agree on their shards here."""
+        finite = torch.stack([torch.isfinite(new).all() for new in self._pending.values()]).all().float()
+        if self.shard_size > 1:
+            torch.distributed.all_reduce(finite, op=torch.distributed.ReduceOp.MIN, group=self._shard_group)
+        if bool(finite):
+            for key, new in self._pending.items():
+                self.momenta[key].copy_(new)
+        self._pending.clear()
 
     def _resume(self, key, shard, aggregator):
         if not self._restore:

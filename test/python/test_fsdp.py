@@ -8,7 +8,8 @@ mpi4py, and prints SKIPPED and exits 0 without them (Debian's torch 1.13 in CI h
      1/20 of float32's;
   3. a run resumed after 3 of 6 steps from the parameters and the hook's state_dict() (momentum, carried error) ends
      bitwise as the run that never stopped, and without the hook's state it does not;
-  4. refusals naming the rank: a shard size that does not divide the ranks, a module sharded over another width, an
+  4. an Inf in one rank's gradient comes back non-finite everywhere and leaves the hook's momentum as it was;
+  5. refusals naming the rank: a shard size that does not divide the ranks, a module sharded over another width, an
      HSDP (2-D) mesh, a checkpoint loaded after the first step.
 
   mpirun -np 2 python3 test_fsdp.py     (2 nodes of 1 rank; -np 4: 2 nodes of 2, each node an FSDP2 shard group)
@@ -171,6 +172,25 @@ def check_resume(rank, size):
     expect_refusal("late load", lambda: state.load_state_dict(saved), ["before the first step", f"rank {rank}"])
 
 
+def check_overflow_keeps_momentum(rank, size):
+    """An Inf in one rank's gradient (an AMP overflow): every rank's shards come back non-finite, and the momentum
+    carried in the hook stays what it was, so the next finite step goes on from it."""
+    mesh, per_node = meshes(size)
+    model = build(mesh["shard"])
+    state = gradagg.torch.FSDPGradaggState(per_node, bits=2, momentum=0.9).attach(model)
+    gradients(model, rank, 2)
+    before = {key: m.clone() for key, m in state.momenta.items()}
+    x, y = batch(rank, 2)
+    if rank == 0:
+        x[0, 0] = float("inf")
+    (model(x) - y).square().mean().backward()
+    finite = all(bool(torch.isfinite(p.grad.to_local()).all()) for p in model.parameters())
+    assert not finite, "an overflow on rank 0 came back finite"
+    for key, m in state.momenta.items():
+        assert torch.equal(m, before[key]), f"module {key[0]}: the momentum moved in an overflowed step"
+    state.close()
+
+
 def expect_refusal(what, action, words):
     try:
         action()
@@ -203,6 +223,7 @@ def main():
         ("float32 is an all-reduce", check_float32_is_an_all_reduce),
         ("1 and 2 bits train", check_low_bits_train),
         ("resume", check_resume),
+        ("overflow keeps the momentum", check_overflow_keeps_momentum),
         ("refusals", check_refusals)], 29661)
 
 

@@ -49,6 +49,8 @@ import torch
 import torch.distributed as dist
 
 import gradagg
+from gradagg.hook_common import DEFAULT_BITS  # noqa: F401 (gradagg.torch.DEFAULT_BITS, the hook's width)
+from gradagg.hook_common import HookTraffic, checkpoint_residuals, hook_options, options_without_width
 
 __all__ = ["Adam", "AdamW", "GradaggState", "comm_hook", "init_process_group_from_mpi", "tensors_of"]
 
@@ -68,15 +70,9 @@ def init_process_group_from_mpi(backend=None, port=29500):
     dist.init_process_group(backend, rank=rank, world_size=size)
 
 
-# The hook's width when neither bits= nor GRADAGG_BITS gives one: the fewest bits at which AdamW reached DDP's loss on
-# every GPT measured, 10.8M to 152M parameters (at 1 bit an 85M one ended 1.2% behind over 3 seeds, 7-8% in the middle
-# of the run; bench/results/gpt/85m/). The library's own default, for the CLI and C++, stays 1 bit.
-DEFAULT_BITS = 2
-
-
-class GradaggState:
+class GradaggState(HookTraffic):
     """The hook's state: gradagg options (keyword arguments, as gradagg.Aggregator takes them; bits defaults to
-    DEFAULT_BITS here), the momentum, and one Aggregator and momentum buffer per DDP bucket."""
+    DEFAULT_BITS here, gradagg/hook_common.py), the momentum, and one Aggregator and momentum buffer per DDP bucket."""
 
     def __init__(self, momentum=0.0, comm=None, full_precision_steps=0, warmup_steps=0, warmup_bits=32,
                  check_optimizers=True, grad_scaler=None, **options):
@@ -97,8 +93,8 @@ class GradaggState:
         self._step_momenta = []  # (result, momentum) of this step's buckets, committed after its last one
         self.warmup_steps = warmup_steps
         self.warmup_bits = warmup_bits
-        if "bits" not in options and not os.environ.get("GRADAGG_BITS"):  # empty counts as unset, as in C++
-            options = dict(options, bits=DEFAULT_BITS)
+        super().__init__()
+        options = hook_options(options)
         self.bits = gradagg.options.make_options(options).bits  # the library's rule: defaults, GRADAGG_*, these
         self.options = options
         self.aggregators = {}
@@ -111,8 +107,6 @@ class GradaggState:
         # Called with (parameters, this rank's own gradients, the loss scale or None) before a bucket is sent:
         # gradagg.torch.AdamW keeps each rank's second moment from them.
         self.observers = []
-        self.bytes_sent = 0  # across nodes, by this rank, and what float32 would have sent
-        self.float_bytes = 0
         self._parameters = {}  # id(parameter) -> its index in the order the hook first met it: a checkpoint's names
         self._parameter_list = []
         self._restore = None  # load_state_dict's, put in place at the first iteration after it
@@ -133,11 +127,6 @@ class GradaggState:
     @property
     def full_precision_steps(self):  # the older name
         return self.warmup_steps
-
-    def bits_per_element(self):
-        """Bits this rank sent across nodes per gradient element, averaged over every call so far (None before
-        anything crossed nodes, as on one node)."""
-        return 32.0 * self.bytes_sent / self.float_bytes if self.float_bytes else None
 
     def momentum_of(self, parameter):
         """The hook's momentum for `parameter` (a view of its bucket's), or None: what the next step adds to."""
@@ -185,10 +174,7 @@ class GradaggState:
         for index, key in sorted(self.keys.items()):
             kind = "warmup" if key + ("warmup",) in self.aggregators else "main" if key in self.aggregators else None
             aggregator = self.aggregators.get(key + ("warmup",) if kind == "warmup" else key)
-            residuals = aggregator.export_residuals() if aggregator is not None else None
-            if residuals is not None:
-                residuals = dict(residuals, stripe=torch.from_numpy(residuals["stripe"]),
-                                 own=torch.from_numpy(residuals["own"]))
+            residuals = checkpoint_residuals(aggregator)
             momentum, scale = self.momenta.get(key), self.momentum_scales.get(key)
             buckets.append({"index": index, "parameters": [self._parameters[i] for i in key[4]], "aggregator": kind,
                             "residuals": residuals, "momentum": None if momentum is None else momentum.cpu().clone(),
@@ -215,15 +201,8 @@ class GradaggState:
             self._restore = saved
 
     def _settings(self):
-        # The width once, as it took effect (given, from GRADAGG_BITS or the default), not as it was asked for.
-        options = {name: value for name, value in sorted(self.options.items()) if name != "bits"}
         return {"bits": self.bits, "momentum": self.momentum, "warmup_steps": self.warmup_steps,
-                "warmup_bits": self.warmup_bits, "options": options}
-
-    def _count(self, aggregator):
-        stats = aggregator.stats
-        self.bytes_sent += stats["inter_node_bytes_sent"]
-        self.float_bytes += stats["inter_node_float_bytes"]
+                "warmup_bits": self.warmup_bits, "options": options_without_width(self.options)}
 
     def _complete(self):
         while True:

@@ -27,15 +27,14 @@ not finite (an AMP overflow) comes back non-finite, and that step moves no modul
 from mpi4py (`comm=`, or MPI_COMM_WORLD split by the rank's place in its node). HSDP (a 2-D mesh) is refused: FSDP2
 would run its own all-reduce between the nodes before the hook.
 """
-import os
-
 import torch
 
 import gradagg
+from gradagg.hook_common import HookTraffic, checkpoint_residuals, hook_options, options_without_width
 from gradagg.options import make_options
 
 
-class FSDPGradaggState:
+class FSDPGradaggState(HookTraffic):
     """The FSDP2 hook's state: the shard group's size, gradagg options (bits, ...), the momentum, and one Aggregator
     and momentum buffer per FSDP2 module and shard size. Collective over `comm` (or MPI_COMM_WORLD)."""
 
@@ -48,9 +47,8 @@ class FSDPGradaggState:
                              f"{shard_size!r}")
         if not 0.0 <= momentum < 1.0:
             raise ValueError(f"gradagg.torch: rank {world.rank}: momentum must be in [0, 1), not {momentum}")
-        if "bits" not in options and not os.environ.get("GRADAGG_BITS"):  # the DDP hook's rule
-            from gradagg.torch import DEFAULT_BITS
-            options = dict(options, bits=DEFAULT_BITS)
+        super().__init__()
+        options = hook_options(options)  # the DDP hook's width rule
         if options.get("ranks_per_node", 1) != 1:
             raise ValueError(f"gradagg.torch: rank {world.rank}: FSDP2 reduces inside the node; gradagg's "
                              "communicator holds one rank per node (leave ranks_per_node out)")
@@ -66,8 +64,6 @@ class FSDPGradaggState:
         self.aggregators = {}
         self.momenta = {}
         self.calls = {}
-        self.bytes_sent = 0  # across nodes, by this rank, and what float32 would have sent
-        self.float_bytes = 0
         self._restore = None  # load_state_dict's, handed to each module's Aggregator at its first call
         self._pending = {}  # this step's new momenta, committed after its last module
         self._shard_group = None
@@ -113,13 +109,10 @@ class FSDPGradaggState:
             self._commit()
         modules = []
         for key in sorted(self.calls, key=lambda k: (k[0], k[1])):
-            aggregator, momentum = self.aggregators.get(key), self.momenta.get(key)
-            residuals = aggregator.export_residuals() if aggregator is not None else None
-            if residuals is not None:
-                residuals = dict(residuals, stripe=torch.from_numpy(residuals["stripe"]),
-                                 own=torch.from_numpy(residuals["own"]))
+            momentum = self.momenta.get(key)
             modules.append({"module": key[0], "elements": key[1], "dtype": str(key[2]), "calls": self.calls[key],
-                            "residuals": residuals, "momentum": None if momentum is None else momentum.cpu().clone()})
+                            "residuals": checkpoint_residuals(self.aggregators.get(key)),
+                            "momentum": None if momentum is None else momentum.cpu().clone()})
         return {"format": 1, "settings": self._settings(), "rank": self.rank, "modules": modules,
                 "bytes_sent": self.bytes_sent, "float_bytes": self.float_bytes}
 
@@ -139,9 +132,8 @@ class FSDPGradaggState:
         self.bytes_sent, self.float_bytes = saved["bytes_sent"], saved["float_bytes"]
 
     def _settings(self):
-        options = {name: value for name, value in sorted(self.options.items()) if name != "bits"}
         return {"shard_size": self.shard_size, "nodes": self.nodes, "momentum": self.momentum, "bits": self.bits,
-                "options": options}
+                "options": options_without_width(self.options)}
 
     def close(self):
         """Frees the Aggregators (collective over the replicate communicator)."""
@@ -151,6 +143,7 @@ class FSDPGradaggState:
         if self.comm is not None:
             self.comm.Free()
             self.comm = None
+        self._shard_group = None
 
     def _hook(self, index, sizes):
         def hook(shard):
@@ -178,9 +171,7 @@ class FSDPGradaggState:
                 if len(self._pending) == self._modules:
                     self._commit()
             self.calls[key] = self.calls.get(key, 0) + 1
-            stats = aggregator.stats
-            self.bytes_sent += stats["inter_node_bytes_sent"]
-            self.float_bytes += stats["inter_node_float_bytes"]
+            self._count(aggregator)
         return hook
 
     def _commit(self):
@@ -210,7 +201,3 @@ class FSDPGradaggState:
         if saved["momentum"] is not None:
             self.momenta[key] = saved["momentum"].to(shard.device, shard.dtype)
         self.calls[key] = saved["calls"]
-
-    def bits_per_element(self):
-        """Bits this rank sent across nodes per shard element, averaged over its calls so far (None before any)."""
-        return 32.0 * self.bytes_sent / self.float_bytes if self.float_bytes else None

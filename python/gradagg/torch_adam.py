@@ -40,6 +40,11 @@ synchronisation schedule (v is averaged again at once, then after 1, 2, 4, ... s
 all of it is computed from identical values. Each event is logged (logger "gradagg") and kept in `events`; the
 synchronisations' bytes count in the hook's bits_per_element().
 
+Under FSDP2 (gradagg.torch.FSDPGradaggState) the parameters are DTensor shards: the optimizer steps on each rank's
+local shard, the "rank" above is a node (its ranks' mean gradient, which FSDP2's reduce-scatter hands the hook), the
+synchronisations run between the nodes, and every per-parameter sum (levels, norms, the clipping norm, the guard's
+RMS and finiteness) is also summed over the node's shards, so that every rank decides alike.
+
 Where clipping or L2 changes g, the optimizer writes m = beta1 * m_previous + g back into the hook's momentum, so the
 next step builds on what was applied. The state (step, previous m, the rank's own second moment, the denominator,
 the guard's mean and schedule) is the optimizer's state_dict; each rank saves its own. Parameter groups take lr,
@@ -100,6 +105,11 @@ def synchronises(step, restart, interval):
     after the last restart, then every `interval` steps."""
     since = step - restart
     return since >= 1 and ((since & (since - 1) == 0 and since <= interval) or since % interval == 0)
+
+
+def _local(tensor):
+    """A DTensor's local shard (FSDP2), the tensor itself otherwise; in place it changes the DTensor too."""
+    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
 
 
 def _hook_loss_scale(hook_state, device):
@@ -205,7 +215,7 @@ class AdamW(torch.optim.Optimizer):
         for p, g in mine:
             state = self.state[p]
             if "local_exp_avg_sq" not in state:
-                state["local_exp_avg_sq"] = torch.zeros(p.numel(), dtype=torch.float32, device=p.device)
+                state["local_exp_avg_sq"] = torch.zeros(g.numel(), dtype=torch.float32, device=g.device)
                 state["local_steps"] = 0
             beta2 = self._groups[p]["betas"][1]
             g = g.float() if scale is None else g.float() / scale
@@ -236,6 +246,14 @@ class AdamW(torch.optim.Optimizer):
         self.hook_state.bytes_sent += aggregator.stats["inter_node_bytes_sent"]
         return aggregator.size
 
+    def _over_shards(self, tensor):
+        """Collective over the ranks that hold shards of the same parameters (FSDP2's shard group; nobody under
+        DDP): `tensor`, sums of per-parameter pieces, summed over them in place."""
+        over = getattr(self.hook_state, "sum_over_shards", None)
+        if over is not None:
+            over(tensor)
+        return tensor
+
     def _synchronise(self, params):
         """Collective: each parameter's shape of sqrt(v). Every rank's u is averaged as sqrt(u), at variance_bits (a
         range that keeps small elements), and the result rescaled so that its squares sum to what the mean of u sums
@@ -257,8 +275,10 @@ class AdamW(torch.optim.Optimizer):
         size = self._sum("second_moment", self.variance_bits, roots)
         self._sum("gradient", 8, gradients)  # 4 bits clipped heavy tails: a ratio of 1.26 for 1
         self._sum("norms", 32, [sums])
+        self._over_shards(sums)
         count = len(params)
-        rows = torch.stack([torch.stack([g.square().sum(), r.square().sum()]) for g, r in zip(gradients, roots)])
+        rows = self._over_shards(torch.stack([torch.stack([g.square().sum(), r.square().sum()])
+                                              for g, r in zip(gradients, roots)]))
         # per parameter: sum of ||g_rank||^2, of u's elements (over ranks), ||sum of g_rank||^2, sum of (sum sqrt u)^2
         table = torch.cat([sums.view(2, count).t(), rows.to(torch.float32)], dim=1).tolist()
         for p, root, keep, (norms, level, mean_square, root_square) in zip(params, roots, kept, table):
@@ -268,7 +288,7 @@ class AdamW(torch.optim.Optimizer):
             correction = 1.0 - self._groups[p]["betas"][1] ** state["local_steps"]
             # root * sqrt(level / root_square) has squares summing to `level`: the sum of u, over the ranks
             factor = math.sqrt(level / root_square / (size * correction * ratio)) if root_square > 0 else 0.0
-            state["root_shape"] = root.mul_(factor).view_as(p).to(p.dtype)
+            state["root_shape"] = root.mul_(factor).view_as(_local(p)).to(p.dtype)
             state["shape_level"] = level / (size * correction)
             state["noise_ratio"] = ratio
 
@@ -282,7 +302,7 @@ class AdamW(torch.optim.Optimizer):
         sums = torch.stack([self.state[p]["local_exp_avg_sq"].sum() for p in params] +
                            [self.state[p]["local_norm"] for p in params]).to(torch.float32)
         size = self._sum("levels", 32, [sums])
-        sums = sums.tolist()
+        sums = self._over_shards(sums).tolist()
         factors, moves, norm = [], [], 0.0
         for p, level, square in zip(params, sums[:count], sums[count:]):
             state = self.state[p]
@@ -299,8 +319,9 @@ class AdamW(torch.optim.Optimizer):
 
     def _cohorts(self):
         """The parameters with a p.grad, in lists that step together: per parameter group and step count (one list
-        per group unless some parameters missed steps). Yields the group and lists of the parameters, their p.grad
-        (the hook's m), their states, previous m and second moments."""
+        per group unless some parameters missed steps). Yields the group and lists of the parameters, the tensors the
+        step writes (the parameters, or their local shards under FSDP2), their p.grad (the hook's m, local too), their
+        states, previous m and second moments."""
         for group in self.param_groups:
             cohorts = {}
             for p in group["params"]:
@@ -312,15 +333,15 @@ class AdamW(torch.optim.Optimizer):
                 if "step" not in state:
                     state["step"] = 0
                     state["variance_step"] = 0
-                    state["previous"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["previous"] = torch.zeros_like(_local(p), memory_format=torch.preserve_format)
                     if self.policy != "synced":
-                        state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                        state["exp_avg_sq"] = torch.zeros_like(_local(p), memory_format=torch.preserve_format)
                 cohorts.setdefault((state["step"], state["variance_step"]), []).append(p)
             for cohort in cohorts.values():
                 for params in _chunks(cohort):
                     states = [self.state[p] for p in params]
-                    yield (group, params, [p.grad for p in params], states, [s["previous"] for s in states],
-                           [s.get("exp_avg_sq") for s in states])
+                    yield (group, params, [_local(p) for p in params], [_local(p.grad) for p in params], states,
+                           [s["previous"] for s in states], [s.get("exp_avg_sq") for s in states])
 
     def _learns(self, states):
         """Whether the second moment of a cohort learns from g in this step."""
@@ -453,20 +474,21 @@ class AdamW(torch.optim.Optimizer):
 
         if self.max_grad_norm is not None and learns:  # the norm needs every g first
             gradients = [gradient(group, momenta, states, previous)
-                         for group, _, momenta, states, previous, _ in cohorts]
+                         for group, _, _, momenta, states, previous, _ in cohorts]
             squares = [g.float().square().sum() for gs in gradients for g in gs]
             if squares:
-                norm = float(torch.stack(squares).sum().sqrt())
+                norm = float(self._over_shards(torch.stack(squares).sum()).sqrt())
                 scale = min(1.0, self.max_grad_norm / (norm + 1e-6))
         finite = True
-        if self.guard:
-            checks = [torch.isfinite(m).all() for _, _, momenta, *_ in cohorts for m in momenta]
-            finite = bool(torch.stack(checks).all()) if checks else True
+        if self.guard:  # the count of shards with a non-finite element, over the node's shards too
+            checks = [torch.isfinite(m).all() for _, _, _, momenta, *_ in cohorts for m in momenta]
+            bad = (~torch.stack(checks)).sum().float() if checks else torch.zeros(())
+            finite = not bool(self._over_shards(bad))
         if not finite:  # nothing of this step is applied; the hook kept its momentum as well
             self._check_guard(step_now, 0.0, 0, False)
             return loss
         square_sums, elements = [], 0
-        for index, (group, params, momenta, states, previous, exp_avg_sqs) in enumerate(cohorts):
+        for index, (group, params, tensors, momenta, states, previous, exp_avg_sqs) in enumerate(cohorts):
             beta1, beta2 = group["betas"]
             lr, eps, weight_decay = group["lr"], group["eps"], group["weight_decay"]
             l2 = bool(weight_decay) and not self.decoupled_weight_decay
@@ -474,11 +496,11 @@ class AdamW(torch.optim.Optimizer):
             if scale != 1.0:
                 torch._foreach_mul_(g, scale)
             if l2:
-                torch._foreach_add_(g, params, alpha=weight_decay)
+                torch._foreach_add_(g, tensors, alpha=weight_decay)
             if scale != 1.0 or l2:  # what was applied becomes the hook's momentum too
                 momenta = torch._foreach_add(g, previous, alpha=beta1)
                 # the hook's momentum is in units of the loss scale, p.grad unscaled
-                loss_scale = _hook_loss_scale(self.hook_state, params[0].device)
+                loss_scale = _hook_loss_scale(self.hook_state, tensors[0].device)
                 for p, momentum in zip(params, momenta):
                     hook_momentum = self.hook_state.momentum_of(p)
                     if hook_momentum is not None:
@@ -493,7 +515,7 @@ class AdamW(torch.optim.Optimizer):
                 for state in states:
                     state["variance_step"] = step
             if weight_decay and self.decoupled_weight_decay:
-                torch._foreach_mul_(params, 1.0 - lr * weight_decay)
+                torch._foreach_mul_(tensors, 1.0 - lr * weight_decay)
             first = (1.0 - beta1) / (1.0 - beta1 ** step)
             denominators = self._denominators(params, states, exp_avg_sqs, beta2, eps)
             if quantized:  # the bounded step (module text)
@@ -503,13 +525,16 @@ class AdamW(torch.optim.Optimizer):
                 if self.guard:
                     square_sums += [u.float().square().sum() for u in updates]
                     elements += sum(u.numel() for u in updates)
-                torch._foreach_add_(params, updates, alpha=-lr)
+                torch._foreach_add_(tensors, updates, alpha=-lr)
             else:
-                torch._foreach_addcdiv_(params, momenta, denominators, value=-lr * first)
+                torch._foreach_addcdiv_(tensors, momenta, denominators, value=-lr * first)
             for old, momentum in zip(previous, momenta):
                 old.copy_(momentum)
         if self.guard and square_sums:
-            self._check_guard(step_now, float(torch.stack(square_sums).sum()), elements, True)
+            totals = self._over_shards(torch.stack([torch.stack(square_sums).sum().double(),
+                                                    torch.tensor(float(elements), dtype=torch.float64,
+                                                                 device=square_sums[0].device)]))
+            self._check_guard(step_now, float(totals[0]), int(totals[1]), True)
         self._guard["step"] = step_now
         return loss
 

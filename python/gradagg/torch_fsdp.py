@@ -13,6 +13,8 @@ then sums that shard over the nodes, quantized with error feedback, in place of 
     fully_shard(model, mesh=mesh)
     state = gradagg.torch.FSDPGradaggState(per_node, bits=2, momentum=0.9).attach(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)   # momentum 0: the hook carries it
+    # or Adam's pairing, as under DDP (each node's mean gradient stands for a rank's own; see gradagg.torch_adam):
+    optimizer = gradagg.torch.AdamW(model.parameters(), state, lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
 
 Each `fully_shard` module with parameters gets FSDP2's all-reduce hook (`FSDPModule.set_all_reduce_hook`; PyTorch 2.8 or
 later, for the force-sum reduction below). FSDP2 is told to hand over the plain sum over the node
@@ -67,6 +69,12 @@ class FSDPGradaggState(HookTraffic):
         self._restore = None  # load_state_dict's, handed to each module's Aggregator at its first call
         self._pending = {}  # this step's new momenta, committed after its last module
         self._shard_group = None
+        # gradagg.torch.AdamW's side of the pairing, as GradaggState offers it: called with (parameters, this node's
+        # mean gradient of each parameter's local shard, None) before a module's shard is sent
+        self.observers = []
+        self.warmup_steps = 0
+        self._layout = {}  # parameter -> (module index, offset in the module's shard, its local shard's shape)
+        self._keys = {}  # module index -> the key of its momentum
 
     def attach(self, root):
         """Sets the hook on every FSDP2 module under `root` (itself included) that owns parameters. Returns self."""
@@ -95,7 +103,11 @@ class FSDPGradaggState(HookTraffic):
             module.set_force_sum_reduction_for_comms(True)
             module.set_gradient_divide_factor(1.0)
             sizes = [p.padded_sharded_param_size.numel() for p in group.fsdp_params]
-            module.set_all_reduce_hook(self._hook(self._modules, sizes))
+            parameters = [p.sharded_param for p in group.fsdp_params]
+            offsets = [sum(sizes[:i]) for i in range(len(sizes))]
+            for parameter, offset in zip(parameters, offsets):  # a shard's own elements come first, padding after
+                self._layout[parameter] = (self._modules, offset, parameter.to_local().shape)
+            module.set_all_reduce_hook(self._hook(self._modules, sizes, parameters))
             self._modules += 1
         if self._modules == first:
             raise ValueError(f"gradagg.torch: rank {self.rank}: no fully_shard module with parameters under the root")
@@ -135,6 +147,20 @@ class FSDPGradaggState(HookTraffic):
         return {"shard_size": self.shard_size, "nodes": self.nodes, "momentum": self.momentum, "bits": self.bits,
                 "options": options_without_width(self.options)}
 
+    def momentum_of(self, parameter):
+        """The hook's momentum of `parameter`'s local shard (a view of its module's), or None before its first step:
+        what the next step adds to."""
+        index, offset, shape = self._layout.get(parameter, (None, 0, None))
+        momentum = self.momenta.get(self._keys.get(index))
+        return None if momentum is None else momentum[offset:offset + shape.numel()].view(shape)
+
+    def sum_over_shards(self, tensor):
+        """Collective over the node's ranks (FSDP2's shard group): `tensor` summed in place. gradagg.torch.AdamW sums
+        its per-parameter figures so, as each rank holds a part of every parameter."""
+        if self.shard_size > 1:
+            torch.distributed.all_reduce(tensor, group=self._shard_group)
+        return tensor
+
     def close(self):
         """Frees the Aggregators (collective over the replicate communicator)."""
         for aggregator in self.aggregators.values():
@@ -145,7 +171,7 @@ class FSDPGradaggState(HookTraffic):
             self.comm = None
         self._shard_group = None
 
-    def _hook(self, index, sizes):
+    def _hook(self, index, sizes, parameters):
         def hook(shard):
             # The key is the same on every member of the communicator (same module, same shard size), and FSDP2
             # reaches the modules in one order everywhere, so Aggregators are created collectively in step.
@@ -155,6 +181,11 @@ class FSDPGradaggState(HookTraffic):
                 aggregator = self.aggregators[key] = gradagg.Aggregator(comm=self.comm, **self.options)
                 self._resume(key, shard, aggregator)
             shard.div_(self.shard_size)  # the node's mean: exact when the node's ranks are a power of two
+            if self.observers:
+                views = [shard[offset:offset + shape.numel()]
+                         for _, offset, shape in (self._layout[p] for p in parameters)]
+                for observe in self.observers:
+                    observe(parameters, views, None)
             momentum = None
             if self.momentum > 0.0:
                 if key in self._pending:  # a new step, and the last one's momenta still wait: it had fewer modules
@@ -162,6 +193,7 @@ class FSDPGradaggState(HookTraffic):
                 momentum = self.momenta.get(key)
                 if momentum is None:
                     momentum = self.momenta[key] = torch.zeros_like(shard)
+                self._keys[index] = key
                 shard.add_(momentum, alpha=self.momentum)
             tensors = list(shard.split(sizes)) if sum(sizes) == shard.numel() else [shard]
             aggregator.aggregate(tensors)

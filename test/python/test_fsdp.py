@@ -10,11 +10,17 @@ mpi4py, and prints SKIPPED and exits 0 without them (Debian's torch 1.13 in CI h
      bitwise as the run that never stopped, and without the hook's state it does not;
   4. an Inf in one rank's gradient comes back non-finite everywhere and leaves the hook's momentum as it was;
   5. refusals naming the rank: a shard size that does not divide the ranks, a module sharded over another width, an
-     HSDP (2-D) mesh, a checkpoint loaded after the first step.
+     HSDP (2-D) mesh, a checkpoint loaded after the first step;
+  6. gradagg.torch.AdamW on the shards: at 32 bits with clipping it steps as torch's AdamW with clip_grad_norm_
+     behind a float all-reduce (to float rounding: the clipping norm is summed over the node's shards); at 2 bits
+     (the synchronised second moment) a small regression learns, every rank ends with the same parameters, each
+     parameter's second-moment level and noise ratio are the same on every rank (summed over the shards), and a run
+     resumed from the optimizer's, the hook's and the parameters' state ends bitwise as the run that never stopped.
 
   mpirun -np 2 python3 test_fsdp.py     (2 nodes of 1 rank; -np 4: 2 nodes of 2, each node an FSDP2 shard group)
 Prints "python_fsdp_test: PASS" on rank 0 when every rank passed.
 """
+import copy
 import functools
 import gc
 import sys
@@ -192,6 +198,91 @@ def check_overflow_keeps_momentum(rank, size):
     state.close()
 
 
+def adamw_steps(model, state, optimizer, rank, first, last, clip=None):
+    losses = []
+    for step in range(first, last):
+        x, y = batch(rank, step % 20)
+        loss = (model(x) - y).square().mean()
+        loss.backward()
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+        optimizer.zero_grad()
+        total = loss.detach().clone()
+        dist.all_reduce(total)
+        losses.append(float(total) / dist.get_world_size())
+    return losses
+
+
+def check_adamw_float32(rank, size):
+    """At 32 bits gradagg's AdamW (the hook carrying beta1's momentum) is torch's AdamW with clip_grad_norm_ behind
+    a float all-reduce, to float rounding; the clipping (0.05: every step clips) needs the norm over the node's
+    shards."""
+    mesh, per_node = meshes(size)
+    settings = dict(lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1)
+    reference = build(mesh["shard"])
+    plain = gradagg.torch.FSDPGradaggState(per_node, bits=32).attach(reference)
+    adamw_steps(reference, plain, torch.optim.AdamW(reference.parameters(), **settings), rank, 0, 8, clip=0.05)
+    model = build(mesh["shard"])
+    state = gradagg.torch.FSDPGradaggState(per_node, bits=32, momentum=0.9).attach(model)
+    optimizer = gradagg.torch.AdamW(model.parameters(), state, max_grad_norm=0.05, **settings)
+    assert optimizer.policy == "exact", optimizer.policy
+    adamw_steps(model, state, optimizer, rank, 0, 8)
+    for index, (a, b) in enumerate(zip(reference.parameters(), model.parameters())):
+        a, b = a.to_local(), b.to_local()
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-6), \
+            f"parameter {index}: {float((a - b).abs().max())} from torch's AdamW with clip_grad_norm_"
+    plain.close()
+    state.close()
+
+
+def check_adamw_low_bits(rank, size):
+    """2 bits, the synchronised second moment on the shards: learns, the same everywhere, resumes bitwise."""
+    mesh, per_node = meshes(size)
+    settings = dict(lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1, max_grad_norm=1.0)
+
+    def start(load=None):
+        model = build(mesh["shard"])
+        state = gradagg.torch.FSDPGradaggState(per_node, bits=2, momentum=0.9).attach(model)
+        optimizer = gradagg.torch.AdamW(model.parameters(), state, **settings)
+        if load is not None:
+            with torch.no_grad():
+                for parameter, value in zip(model.parameters(), load["parameters"]):
+                    parameter.to_local().copy_(value)
+            state.load_state_dict(load["hook"])
+            optimizer.load_state_dict(load["optimizer"])
+        return model, state, optimizer
+
+    model, state, optimizer = start()
+    assert optimizer.policy == "synced", optimizer.policy
+    losses = adamw_steps(model, state, optimizer, rank, 0, 40)
+    saved = {"parameters": [p.to_local().clone() for p in model.parameters()], "hook": state.state_dict(),
+             "optimizer": copy.deepcopy(optimizer.state_dict())}
+    losses += adamw_steps(model, state, optimizer, rank, 40, 80)
+    assert losses[-1] < 0.5 * losses[0], f"2 bits, AdamW: the loss went from {losses[0]:.4f} to {losses[-1]:.4f}"
+    assert not optimizer.events, f"the guard fired on a healthy run: {optimizer.events}"
+    for index, parameter in enumerate(model.parameters()):
+        full = parameter.full_tensor()
+        every = [torch.empty_like(full) for _ in range(size)]
+        dist.all_gather(every, full)
+        assert all(torch.equal(every[0], other) for other in every), f"parameter {index}: the ranks differ"
+        figures = torch.tensor([optimizer.state[parameter][k] for k in ("shape_level", "noise_ratio")],
+                               dtype=torch.float64)
+        gathered = [torch.empty_like(figures) for _ in range(size)]
+        dist.all_gather(gathered, figures)
+        assert all(torch.allclose(gathered[0], g, rtol=1e-6) for g in gathered), \
+            f"parameter {index}: level and noise ratio per rank {[g.tolist() for g in gathered]}"
+    sent = state.bits_per_element()
+    whole = [p.to_local().clone() for p in model.parameters()]
+    state.close()
+    model, state, optimizer = start(saved)
+    adamw_steps(model, state, optimizer, rank, 40, 80)
+    assert all(torch.equal(a, p.to_local()) for a, p in zip(whole, model.parameters())), \
+        "AdamW resumed at step 40 did not end as the run that never stopped"
+    state.close()
+    return f"loss {losses[0]:.3f} -> {losses[-1]:.3f} at {sent:.2f} bits per element; resumed bitwise"
+
+
 def expect_refusal(what, action, words):
     try:
         action()
@@ -225,7 +316,9 @@ def main():
         ("1 and 2 bits train", check_low_bits_train),
         ("resume", check_resume),
         ("overflow keeps the momentum", check_overflow_keeps_momentum),
-        ("refusals", check_refusals)], 29661)
+        ("refusals", check_refusals),
+        ("AdamW at 32 bits is torch's", check_adamw_float32),
+        ("AdamW at 2 bits", check_adamw_low_bits)], 29661)
     # The meshes hold gloo process groups whose threads may still release tensors: let them go while Python runs
     # (dropped at interpreter exit instead, a thread's last Python call aborted the process 1 time in 4).
     meshes.cache_clear()

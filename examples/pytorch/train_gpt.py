@@ -46,6 +46,8 @@ def parse_args(argv=None):
                              "from them and freezes it. 0 (the default): no warm-up, and each rank's own second "
                              "moment, averaged over the ranks at growing intervals (python/gradagg/torch_adam.py)")
     parser.add_argument("--warmup-bits", type=int, default=4, help="gradagg: width of the warm-up")
+    parser.add_argument("--bucket-size", type=int, default=None,
+                        help="gradagg: elements per quantization bucket (default: the library's, or GRADAGG_BUCKET)")
     parser.add_argument("--second-moment", choices=["frozen", "synced"], default=None,
                         help="gradagg's AdamW: where the second moment comes from (default: frozen after a warm-up, "
                              "synced without one)")
@@ -238,7 +240,8 @@ def main(argv=None):
         paired = args.optimizer == "gradagg"
         state = gradagg.torch.GradaggState(bits=args.bits, momentum=args.beta1 if paired else 0.0,
                                            warmup_steps=args.warmup_steps, warmup_bits=args.warmup_bits,
-                                           check_optimizers=not args.unchecked)
+                                           check_optimizers=not args.unchecked,
+                                           **({} if args.bucket_size is None else {"bucket_size": args.bucket_size}))
         ddp.register_comm_hook(state, gradagg.torch.comm_hook)
         if paired:
             optimizer = gradagg.torch.AdamW(groups, state, lr=args.lr, betas=betas,

@@ -206,11 +206,11 @@ class GradaggState(HookTraffic):
 
     def _complete(self):
         while True:
-            aggregator, pending, finish, future = self._queue.get()
+            aggregator, pending, finish, future, value = self._queue.get()
             try:
                 pending.wait()
                 self._count(aggregator)
-                future.set_result(finish())
+                finish(lambda: future.set_result(value))
             except Exception as error:  # the training step sees it when it waits on the future
                 future.set_exception(error)
 
@@ -236,7 +236,9 @@ def comm_hook(state, bucket):
         if id(parameter) not in state._parameters:
             state._parameters[id(parameter)] = len(state._parameter_list)
             state._parameter_list.append(parameter)
-    future = torch.futures.Future()
+    # On a GPU the future is CUDA-aware: it completes once the bucket's last kernels are queued, and DDP's wait()
+    # orders its stream after them instead of the host waiting for the GPU.
+    future = torch.futures.Future(devices=[buffer.device]) if buffer.is_cuda else torch.futures.Future()
     if state._restore is not None:
         state._stash.append((bucket, future))
         if bucket.is_last():
@@ -257,7 +259,7 @@ def comm_hook(state, bucket):
     if momentum is not None:
         _follow_loss_scale(state, key, momentum)
     pending, finish = _start(state, aggregator, parameters, tensors_of(bucket), momentum, buffer, bucket.is_last())
-    state._queue.put((aggregator, pending, lambda: finish() or buffer, future))
+    state._queue.put((aggregator, pending, finish, future, buffer))
     return future
 
 
@@ -285,8 +287,9 @@ def _start(state, aggregator, parameters, gradients, momentum, buffer=None, last
     """Starts one bucket's aggregation: `gradients`, one flat tensor per parameter of `parameters` (views of `buffer`,
     their contiguous whole, where they lie in one), and its momentum, a contiguous tensor laid out as they are (or
     None). The observers see this rank's gradients first. Returns the Pending and what finishes the bucket once it is
-    done: the average over the ranks, and, after the step's `last` bucket, the new momentum of every bucket of the
-    step, unless one of them overflowed."""
+    done: queues the average over the ranks, and, after the step's `last` bucket, the new momentum of every bucket of
+    the step, unless one of them overflowed, then calls its argument (if any) on the same stream, with no wait for the
+    GPU: a CUDA-aware future completed there orders its waiters after that work."""
     if state.observers:
         if len(gradients) != len(parameters):
             raise ValueError("gradagg.torch: a DDP bucket's gradients are not laid out per parameter, so "
@@ -301,15 +304,15 @@ def _start(state, aggregator, parameters, gradients, momentum, buffer=None, last
     size = state.world_size
     results = [buffer] if buffer is not None else gradients  # the bucket whole where it lies in one buffer
 
-    def finish():
+    def finish(then=None):
         with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
             torch._foreach_div_(results, size)
             if momentum is not None:
                 finite = (torch.isfinite(results[0]).all() if len(results) == 1
                           else torch.stack([torch.isfinite(r).all() for r in results]).all())
                 _commit_momentum(state, results, momentum, finite, last)
-            if stream is not None:
-                stream.synchronize()
+            if then is not None:
+                then()
 
     return pending, finish
 

@@ -4,6 +4,12 @@ gradagg.torch.AdamW, 1-bit Adam's mechanism, or torch's AdamW).
 
     mpirun -np 2 python3 examples/pytorch/train_gpt.py --exchange ddp
     mpirun -np 2 python3 examples/pytorch/train_gpt.py --exchange gradagg   # 2 bits, no warm-up: the defaults
+    mpirun -np 4 python3 examples/pytorch/train_gpt.py --shard 2            # FSDP2 over each node's 2 ranks
+
+With --shard N (PyTorch 2.8+, mpi4py) the model is sharded with FSDP2 over each N consecutive ranks (a node) instead
+of DDP: gradagg's FSDP2 state carries the exchange between the nodes, with gradagg.torch.AdamW on the shards;
+--exchange ddp is then HSDP (FSDP2 on the (nodes, N) mesh: reduce-scatter inside, float all-reduce between) with
+torch's AdamW and clip_grad_norm_.
 
 Data: the Python standard library's own sources (every *.py file at the top of the running interpreter's stdlib
 folder, sorted by name), read as bytes; nothing is downloaded. The first 90% is training text, the last 10% the
@@ -64,6 +70,8 @@ def parse_args(argv=None):
                              "second moment's averaging (0: off)")
     parser.add_argument("--unchecked", action="store_true",
                         help="gradagg: skip the hook's optimizer check (to measure torch's AdamW behind it)")
+    parser.add_argument("--shard", type=int, default=0,
+                        help="FSDP2 over each N consecutive ranks instead of DDP (gradagg or ddp: HSDP); 0: DDP")
     parser.add_argument("--powersgd-rank", type=int, default=4)
     parser.add_argument("--powersgd-start", type=int, default=120, help="PowerSGD: allreduce steps before it starts")
     parser.add_argument("--layers", type=int, default=6)
@@ -101,6 +109,9 @@ def parse_args(argv=None):
         parser.error("--lr must be > 0; --warmup-steps, --lr-warmup and --clip >= 0")
     if any(value is not None and value <= 0 for value in (args.target_loss, args.time_limit)):
         parser.error("--target-loss and --time-limit must be > 0")
+    if args.shard < 0 or (args.shard and (args.exchange not in ("gradagg", "ddp") or args.optimizer != "gradagg" or
+                                          args.warmup_steps)):
+        parser.error("--shard takes N >= 1 with --exchange gradagg (gradagg's AdamW, no warm-up) or ddp (HSDP)")
     return args
 
 
@@ -177,6 +188,8 @@ def bytes_per_step(args, model, steps, size, state):
     Q of each matrix it compresses, by its own rule, and the rest whole, from --powersgd-start on)."""
     parameters = list(model.parameters())
     elements = sum(p.numel() for p in parameters)
+    if args.shard:  # a rank sends its shard between the nodes
+        elements, size = elements / args.shard, size // args.shard
     if args.exchange == "gradagg":
         return state.bits_per_element() / 8 * elements
     ring = 2 * (size - 1) / size
@@ -197,6 +210,9 @@ def bytes_per_step(args, model, steps, size, state):
 def label_of(args):
     if args.label:
         return args.label
+    if args.shard:
+        return (f"FSDP2 over {args.shard}, gradagg {args.bits} bit, gradagg AdamW" if args.exchange == "gradagg" else
+                f"HSDP (FSDP2 over {args.shard})")
     if args.exchange == "gradagg":
         warmup = f", {args.warmup_steps} steps at {args.warmup_bits} bits" if args.warmup_steps else ""
         if args.optimizer == "gradagg" and (args.second_moment == "synced" or not args.warmup_steps):
@@ -229,19 +245,37 @@ def main(argv=None):
         # (DDP's first-bucket limit included) leaves a single chain of collectives.
         bucket_cap_mb = 1 << 20
         dist._DEFAULT_FIRST_BUCKET_BYTES = bucket_cap_mb << 20
-    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
+    if args.shard:
+        if size % args.shard:
+            sys.exit(f"train_gpt: rank {rank}: --shard {args.shard} does not divide the {size} ranks")
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+        mesh = init_device_mesh(device.type, (size // args.shard, args.shard), mesh_dim_names=("node", "shard"))
+        on = mesh["shard"] if args.exchange == "gradagg" else mesh  # gradagg: the node's 1-D mesh; DDP: HSDP
+        for block in model.blocks:
+            fully_shard(block, mesh=on)
+        fully_shard(model, mesh=on)
+        ddp = model
+    else:
+        ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     betas = (args.beta1, args.beta2)
     state = None
     clip_in_optimizer = False
-    if args.exchange == "gradagg":
+    bucket = {} if args.bucket_size is None else {"bucket_size": args.bucket_size}
+    if args.exchange == "gradagg" and args.shard:
+        state = gradagg.torch.FSDPGradaggState(args.shard, bits=args.bits, momentum=args.beta1, **bucket).attach(model)
+        optimizer = gradagg.torch.AdamW(groups, state, lr=args.lr, betas=betas, max_grad_norm=args.clip or None,
+                                        variance_interval=args.variance_interval, variance_bits=args.variance_bits,
+                                        max_update=args.max_update, guard=args.guard)
+        clip_in_optimizer = True
+    elif args.exchange == "gradagg":
         paired = args.optimizer == "gradagg"
         state = gradagg.torch.GradaggState(bits=args.bits, momentum=args.beta1 if paired else 0.0,
                                            warmup_steps=args.warmup_steps, warmup_bits=args.warmup_bits,
-                                           check_optimizers=not args.unchecked,
-                                           **({} if args.bucket_size is None else {"bucket_size": args.bucket_size}))
+                                           check_optimizers=not args.unchecked, **bucket)
         ddp.register_comm_hook(state, gradagg.torch.comm_hook)
         if paired:
             optimizer = gradagg.torch.AdamW(groups, state, lr=args.lr, betas=betas,
@@ -337,7 +371,9 @@ def main(argv=None):
                 json.dump(summary, f, indent=1)
         print(f"train_gpt: {label}, seed {args.seed}, {parameters} parameters: validation {rows[-1]['validation_loss']}"
               f" after {steps_run} steps ({stopped})")
-    if state is not None:
+    if isinstance(state, gradagg.torch.FSDPGradaggState):
+        state.close()
+    elif state is not None:
         for aggregator in state.aggregators.values():
             aggregator.close()
 

@@ -9,6 +9,7 @@
 #include "aggregator/aggregator_impl.h"
 #include "aggregator/aggregator_topology.h"
 #include "aggregator/call_agreement.h"
+#include "aggregator/option_agreement.h"
 #include "aggregator/host_cross_node_backend.h"
 #include "aggregator/partition.h"
 #include "aggregator/stopwatch.h"
@@ -20,44 +21,6 @@
 #include "intra_node/shared_window_phase.h"
 
 namespace gradagg {
-namespace {
-
-std::string LocalOptionProblem(const AggregatorOptions& options) {
-  try {
-    Validate(options);
-  } catch (const UsageError& error) {
-    return error.what();
-  }
-  return "";
-}
-
-// Throws UsageError on every rank unless every rank passes the options that shape the algorithm identically.
-void RequireSameOptions(MPI_Comm comm, const AggregatorOptions& options) {
-  const long long mine[] = {options.bits,
-                            static_cast<long long>(options.bucketSize),
-                            options.errorFeedback,
-                            options.meanThreshold,
-                            options.quantizeOwnStripe,
-                            options.ranksPerNode,
-                            static_cast<long long>(options.pieceBytes)};
-  constexpr int kFields = sizeof mine / sizeof mine[0];
-  const char* const names[kFields] = {"bits",           "bucket size",         "error feedback",
-                                      "mean threshold", "quantize own stripe", "ranks per node",
-                                      "piece bytes"};
-  long long lowest[kFields];
-  long long highest[kFields];
-  GRADAGG_MPI_CHECK(MPI_Allreduce(mine, lowest, kFields, MPI_LONG_LONG, MPI_MIN, comm));
-  GRADAGG_MPI_CHECK(MPI_Allreduce(mine, highest, kFields, MPI_LONG_LONG, MPI_MAX, comm));
-  for (int i = 0; i < kFields; ++i) {
-    if (lowest[i] != highest[i]) {
-      throw UsageError("Aggregator: ranks disagree on the option '" + std::string(names[i]) + "' (values from " +
-                       std::to_string(lowest[i]) + " to " + std::to_string(highest[i]) +
-                       "); every rank must pass the same options (" + RankAndHost() + ")");
-    }
-  }
-}
-
-}  // namespace
 
 FlatBuffers FlattenHostGradients(const std::vector<GradientBuffer>& gradients, std::string* problem) {
   std::vector<FloatSpan> spans;
@@ -106,9 +69,7 @@ void Aggregator::Impl::Reshape(const BucketLayout& callLayout) {
 
 Aggregator::Aggregator(MPI_Comm comm, const AggregatorOptions& options) : impl_(std::make_unique<Impl>()) {
   impl_->options = options;
-  const std::string problem = AgreeOnProblem(comm, LocalOptionProblem(options));
-  if (!problem.empty()) throw UsageError("Aggregator: " + problem);
-  RequireSameOptions(comm, options);
+  AgreeOnOptions(comm, options, "Aggregator");
   try {
     impl_->topology = NodeTopology::Discover(comm, options.ranksPerNode);
   } catch (const std::invalid_argument& error) {

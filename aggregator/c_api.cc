@@ -11,11 +11,19 @@
 #include "gradagg/aggregator.h"
 #include "gradagg/errors.h"
 #include "gradagg/gradagg_c.h"
+#include "gradagg/shard_aggregator.h"
 #include "mpi/mpi_error.h"
 
+// An Aggregator, or a ShardAggregator (gradagg_create_shard) whose calls sum the shard across the nodes; `aggregator`
+// is the one that answers for stats, residuals and topology either way.
 struct gradagg_aggregator {
-  explicit gradagg_aggregator(MPI_Comm comm, const gradagg::AggregatorOptions& options) : aggregator(comm, options) {}
-  gradagg::Aggregator aggregator;
+  gradagg_aggregator(MPI_Comm comm, const gradagg::AggregatorOptions& options)
+      : own(std::make_unique<gradagg::Aggregator>(comm, options)), aggregator(*own) {}
+  explicit gradagg_aggregator(std::unique_ptr<gradagg::ShardAggregator> shards)
+      : shard(std::move(shards)), aggregator(shard->acrossNodes()) {}
+  std::unique_ptr<gradagg::Aggregator> own;
+  std::unique_ptr<gradagg::ShardAggregator> shard;
+  gradagg::Aggregator& aggregator;
 };
 
 struct gradagg_pending {
@@ -77,6 +85,13 @@ std::vector<T> CopyIn(const T* from, size_t count, const char* what, const char*
   if (count == 0) return {};
   const T* begin = &Require(from, what, call);
   return std::vector<T>(begin, begin + count);
+}
+
+// The Aggregator of a handle for a call that a shard aggregator does not offer.
+gradagg::Aggregator& Unsharded(gradagg_aggregator* aggregator, const char* call) {
+  gradagg_aggregator& self = Require(aggregator, "aggregator", call);
+  if (self.shard) throw UsageError(std::string(call) + ": a shard aggregator (gradagg_create_shard) calls blocking only");
+  return self.aggregator;
 }
 
 bool Flag(int value, const char* field) {
@@ -223,6 +238,24 @@ void StartPending(gradagg_header* header, gradagg_pending** pending, const char*
 
 bool weInitializedMpi = false;
 
+// What gradagg_create and gradagg_create_shard check first: MPI is up and the communicator exists.
+MPI_Comm CommunicatorOf(int64_t fortran_comm, const char* call) {
+  int initialized = 0;
+  GRADAGG_MPI_CHECK(MPI_Initialized(&initialized));
+  if (initialized == 0) {
+    throw UsageError(std::string(call) +
+                     ": MPI is not initialised (call MPI_Init, gradagg_mpi_init, or import mpi4py)");
+  }
+  const MPI_Comm comm =
+      fortran_comm == GRADAGG_COMM_WORLD ? MPI_COMM_WORLD : MPI_Comm_f2c(static_cast<MPI_Fint>(fortran_comm));
+  if (comm == MPI_COMM_NULL) throw UsageError(std::string(call) + ": the communicator is MPI_COMM_NULL");
+  return comm;
+}
+
+gradagg::AggregatorOptions SettingsOf(const gradagg_options* options) {
+  return options != nullptr ? FromC(*options) : gradagg::ApplyEnvironment(gradagg::AggregatorOptions());
+}
+
 }  // namespace
 
 extern "C" {
@@ -273,17 +306,17 @@ gradagg_status gradagg_options_init(gradagg_options* options) {
 gradagg_status gradagg_create(int64_t fortran_comm, const gradagg_options* options, gradagg_aggregator** aggregator) {
   return Guarded([&] {
     Require(aggregator, "aggregator", "gradagg_create") = nullptr;
-    int initialized = 0;
-    GRADAGG_MPI_CHECK(MPI_Initialized(&initialized));
-    if (initialized == 0) {
-      throw UsageError("gradagg_create: MPI is not initialised (call MPI_Init, gradagg_mpi_init, or import mpi4py)");
-    }
-    const MPI_Comm comm =
-        fortran_comm == GRADAGG_COMM_WORLD ? MPI_COMM_WORLD : MPI_Comm_f2c(static_cast<MPI_Fint>(fortran_comm));
-    if (comm == MPI_COMM_NULL) throw UsageError("gradagg_create: the communicator is MPI_COMM_NULL");
-    const gradagg::AggregatorOptions settings =
-        options != nullptr ? FromC(*options) : gradagg::ApplyEnvironment(gradagg::AggregatorOptions());
-    *aggregator = new gradagg_aggregator(comm, settings);
+    const MPI_Comm comm = CommunicatorOf(fortran_comm, "gradagg_create");
+    *aggregator = new gradagg_aggregator(comm, SettingsOf(options));
+  });
+}
+
+gradagg_status gradagg_create_shard(int64_t fortran_comm, const gradagg_options* options,
+                                    gradagg_aggregator** aggregator) {
+  return Guarded([&] {
+    Require(aggregator, "aggregator", "gradagg_create_shard") = nullptr;
+    const MPI_Comm comm = CommunicatorOf(fortran_comm, "gradagg_create_shard");
+    *aggregator = new gradagg_aggregator(std::make_unique<gradagg::ShardAggregator>(comm, SettingsOf(options)));
   });
 }
 
@@ -299,19 +332,24 @@ gradagg_status gradagg_destroy(gradagg_aggregator* aggregator) {
 gradagg_status gradagg_aggregate(gradagg_aggregator* aggregator, const gradagg_tensor* tensors, size_t count,
                                  gradagg_header* header) {
   return Guarded([&] {
-    gradagg::Aggregator& self = Require(aggregator, "aggregator", "gradagg_aggregate").aggregator;
+    gradagg_aggregator& self = Require(aggregator, "aggregator", "gradagg_aggregate");
     const std::vector<gradagg::GradientBuffer> buffers = HostTensors(tensors, count, "gradagg_aggregate");
-    WithHeader(header, [&](gradagg::GradientHeader* summed) { self.AggregateGradients(buffers, summed); });
+    WithHeader(header, [&](gradagg::GradientHeader* summed) {
+      if (self.shard) return self.shard->AggregateShard(buffers, summed);
+      self.aggregator.AggregateGradients(buffers, summed);
+    });
   });
 }
 
 gradagg_status gradagg_aggregate_device(gradagg_aggregator* aggregator, const gradagg_tensor* tensors, size_t count,
                                         void* stream, gradagg_header* header) {
   return Guarded([&] {
-    gradagg::Aggregator& self = Require(aggregator, "aggregator", "gradagg_aggregate_device").aggregator;
+    gradagg_aggregator& self = Require(aggregator, "aggregator", "gradagg_aggregate_device");
     const std::vector<gradagg::DeviceGradient> gradients = DeviceTensors(tensors, count, "gradagg_aggregate_device");
+    const auto cudaStream = static_cast<gradagg::CudaStream>(stream);
     WithHeader(header, [&](gradagg::GradientHeader* summed) {
-      self.AggregateGradients(gradients, static_cast<gradagg::CudaStream>(stream), summed);
+      if (self.shard) return self.shard->AggregateShard(gradients, cudaStream, summed);
+      self.aggregator.AggregateGradients(gradients, cudaStream, summed);
     });
   });
 }
@@ -319,7 +357,7 @@ gradagg_status gradagg_aggregate_device(gradagg_aggregator* aggregator, const gr
 gradagg_status gradagg_aggregate_async(gradagg_aggregator* aggregator, const gradagg_tensor* tensors, size_t count,
                                        gradagg_header* header, gradagg_pending** pending) {
   return Guarded([&] {
-    gradagg::Aggregator& self = Require(aggregator, "aggregator", "gradagg_aggregate_async").aggregator;
+    gradagg::Aggregator& self = Unsharded(aggregator, "gradagg_aggregate_async");
     const std::vector<gradagg::GradientBuffer> buffers = HostTensors(tensors, count, "gradagg_aggregate_async");
     StartPending(header, pending, "gradagg_aggregate_async",
                  [&](gradagg::GradientHeader* summed) { return self.AggregateGradientsAsync(buffers, summed); });
@@ -330,7 +368,7 @@ gradagg_status gradagg_aggregate_device_async(gradagg_aggregator* aggregator, co
                                               size_t count, void* stream, gradagg_header* header,
                                               gradagg_pending** pending) {
   return Guarded([&] {
-    gradagg::Aggregator& self = Require(aggregator, "aggregator", "gradagg_aggregate_device_async").aggregator;
+    gradagg::Aggregator& self = Unsharded(aggregator, "gradagg_aggregate_device_async");
     const std::vector<gradagg::DeviceGradient> gradients =
         DeviceTensors(tensors, count, "gradagg_aggregate_device_async");
     StartPending(header, pending, "gradagg_aggregate_device_async", [&](gradagg::GradientHeader* summed) {

@@ -31,7 +31,7 @@ extern "C" {
 #define GRADAGG_C_EXPORT
 #endif
 
-#define GRADAGG_C_API_VERSION 4
+#define GRADAGG_C_API_VERSION 5
 
 typedef enum gradagg_status {
   GRADAGG_OK = 0,
@@ -115,6 +115,14 @@ GRADAGG_C_EXPORT gradagg_status gradagg_options_init(gradagg_options* options);
 /* Collective over `fortran_comm` (GRADAGG_COMM_WORLD, or MPI_Comm_c2f of a communicator; it is duplicated). */
 GRADAGG_C_EXPORT gradagg_status gradagg_create(int64_t fortran_comm, const gradagg_options* options,
                                                gradagg_aggregator** aggregator);
+/* Collective over `fortran_comm`: an aggregator of shards (gradagg/shard_aggregator.h) for sharded training. Every
+ * rank of a node (options->ranks_per_node, as for gradagg_create) holds its own shard, already reduced over the node;
+ * gradagg_aggregate and gradagg_aggregate_device then sum it across the nodes among the ranks of its local index, and
+ * a failure anywhere is reported on every rank. Stats, residuals and gradagg_topology are those of the exchange
+ * across the nodes (rank and size among the ranks of the local index, nodes of one rank); the async calls are
+ * refused. (Since version 5.) */
+GRADAGG_C_EXPORT gradagg_status gradagg_create_shard(int64_t fortran_comm, const gradagg_options* options,
+                                                     gradagg_aggregator** aggregator);
 /* Waits for a background call still running, then frees everything. Local. NULL is fine. After MPI_Finalize it
  * frees nothing (MPI's resources are gone with MPI): destroy aggregators before finalising. */
 GRADAGG_C_EXPORT gradagg_status gradagg_destroy(gradagg_aggregator* aggregator);

@@ -3,7 +3,7 @@ import ctypes
 import ctypes.util
 import os
 
-C_API_VERSION = 4
+C_API_VERSION = 5
 
 OK, ERROR_USAGE, ERROR_TIMEOUT, ERROR_RUNTIME = 0, 1, 2, 3
 FLOAT32, BFLOAT16, FLOAT16 = 0, 1, 2
@@ -81,6 +81,7 @@ _signatures = {
     "gradagg_mpi_abort": (ctypes.c_int, [ctypes.c_int]),
     "gradagg_options_init": (ctypes.c_int, [ctypes.POINTER(Options)]),
     "gradagg_create": (ctypes.c_int, [ctypes.c_int64, ctypes.POINTER(Options), ctypes.POINTER(_handle)]),
+    "gradagg_create_shard": (ctypes.c_int, [ctypes.c_int64, ctypes.POINTER(Options), ctypes.POINTER(_handle)]),
     "gradagg_destroy": (ctypes.c_int, [_handle]),
     "gradagg_aggregate": (ctypes.c_int, [_handle, ctypes.POINTER(Tensor), ctypes.c_size_t, ctypes.POINTER(Header)]),
     "gradagg_aggregate_device": (ctypes.c_int, [_handle, ctypes.POINTER(Tensor), ctypes.c_size_t, ctypes.c_void_p,

@@ -58,11 +58,14 @@ class Pending:
 class Aggregator:
     """Sums gradients across the ranks of `comm` (an mpi4py communicator; None = MPI_COMM_WORLD). Collective."""
 
+    _create = "gradagg_create"
+
     def __init__(self, comm=None, **options):
         lifecycle.init()
         self._handle = ctypes.c_void_p()
         fortran = _capi.COMM_WORLD if comm is None else int(comm.py2f())
-        check(_capi.lib.gradagg_create(fortran, ctypes.byref(make_options(options)), ctypes.byref(self._handle)))
+        create = getattr(_capi.lib, self._create)
+        check(create(fortran, ctypes.byref(make_options(options)), ctypes.byref(self._handle)))
         rank, size, nodes, per_node = (ctypes.c_int() for _ in range(4))
         check(_capi.lib.gradagg_topology(self._handle, *(ctypes.byref(v) for v in (rank, size, nodes, per_node))))
         self.rank, self.size, self.nodes, self.ranks_per_node = rank.value, size.value, nodes.value, per_node.value
@@ -183,3 +186,14 @@ class Aggregator:
     def describe(self):
         """The effective options in one line."""
         return _capi.lib.gradagg_describe(self._handle).decode()
+
+
+class ShardAggregator(Aggregator):
+    """Sharded training's exchange (include/gradagg/shard_aggregator.h): every rank of a node (ranks_per_node, as for
+    Aggregator) holds its own shard, already reduced over the node; aggregate() sums it across the nodes among the
+    ranks of its local index, in place, and a failure anywhere raises on every rank of `comm`. rank, size, nodes,
+    stats and the residuals are those of the exchange across the nodes; calls are blocking (no aggregate_async).
+    Collective."""
+
+    _create = "gradagg_create_shard"
+

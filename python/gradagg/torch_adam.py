@@ -233,8 +233,12 @@ class AdamW(torch.optim.Optimizer):
     def _aggregator(self, purpose, bits):
         aggregator = self._aggregators.get(purpose)
         if aggregator is None:
-            options = dict(getattr(self.hook_state, "options", {}), bits=bits)  # the hook's topology and transport
-            aggregator = self._aggregators[purpose] = gradagg.Aggregator(comm=self.hook_state.comm, **options)
+            make = getattr(self.hook_state, "make_aggregator", None)  # FSDP2's: the shards across the nodes
+            if make is not None:
+                aggregator = self._aggregators[purpose] = make(bits=bits)
+            else:
+                options = dict(getattr(self.hook_state, "options", {}), bits=bits)  # the hook's topology, transport
+                aggregator = self._aggregators[purpose] = gradagg.Aggregator(comm=self.hook_state.comm, **options)
         return aggregator
 
     def _sum(self, purpose, bits, tensors):

@@ -20,13 +20,13 @@ Each `fully_shard` module with parameters gets FSDP2's all-reduce hook (`FSDPMod
 later, for the force-sum reduction below). FSDP2 is told to hand over the plain sum over the node
 (`set_force_sum_reduction_for_comms(True)`) and to divide nothing afterwards (`set_gradient_divide_factor(1.0)`); the
 hook divides by the node's ranks, adds the carried momentum as the DDP hook does (beta * m + g), sums over the nodes
-with one gradagg Aggregator per module and shard size (each parameter's shard its own tensor, so its own quantization
-buckets) on the communicator of the ranks that hold the same shard (one rank per node), divides by the nodes, and keeps
-the result as the new momentum. So at 32 bits the gradient is bitwise what a float all-reduce over those ranks gives.
+with one gradagg.ShardAggregator per module and shard size (each parameter's shard its own tensor, so its own
+quantization buckets; the library's exchange among the ranks that hold the same shard, one per node, with a failure on
+any rank raised on all), divides by the nodes, and keeps the result as the new momentum. So at 32 bits the gradient is bitwise what a float all-reduce over those ranks gives.
 
 The width is the DDP hook's rule: `bits=`, else GRADAGG_BITS, else gradagg.torch.DEFAULT_BITS (2). A shard whose sum is
-not finite (an AMP overflow) comes back non-finite, and that step moves no module's momentum. The communicator comes
-from mpi4py (`comm=`, or MPI_COMM_WORLD split by the rank's place in its node). HSDP (a 2-D mesh) is refused: FSDP2
+not finite (an AMP overflow) comes back non-finite, and that step moves no module's momentum. The communicator is
+mpi4py's (`comm=`, or MPI_COMM_WORLD), its consecutive groups of `shard_size` ranks the nodes. HSDP (a 2-D mesh) is refused: FSDP2
 would run its own all-reduce between the nodes before the hook.
 """
 import torch
@@ -37,11 +37,12 @@ from gradagg.options import make_options
 
 
 class FSDPGradaggState(HookTraffic):
-    """The FSDP2 hook's state: the shard group's size, gradagg options (bits, ...), the momentum, and one Aggregator
-    and momentum buffer per FSDP2 module and shard size. Collective over `comm` (or MPI_COMM_WORLD)."""
+    """The FSDP2 hook's state: the shard group's size, gradagg options (bits, ...), the momentum, and one
+    ShardAggregator and momentum buffer per FSDP2 module and shard size. Collective over `comm` (or
+    MPI_COMM_WORLD)."""
 
     def __init__(self, shard_size, momentum=0.0, comm=None, **options):
-        from mpi4py import MPI  # the replicate communicator; gradagg takes mpi4py communicators
+        from mpi4py import MPI  # gradagg takes mpi4py communicators
 
         world = MPI.COMM_WORLD if comm is None else comm
         if not isinstance(shard_size, int) or shard_size < 1 or world.size % shard_size:
@@ -51,16 +52,16 @@ class FSDPGradaggState(HookTraffic):
             raise ValueError(f"gradagg.torch: rank {world.rank}: momentum must be in [0, 1), not {momentum}")
         super().__init__()
         options = hook_options(options)  # the DDP hook's width rule
-        if options.get("ranks_per_node", 1) != 1:
-            raise ValueError(f"gradagg.torch: rank {world.rank}: FSDP2 reduces inside the node; gradagg's "
-                             "communicator holds one rank per node (leave ranks_per_node out)")
+        if "ranks_per_node" in options:
+            raise ValueError(f"gradagg.torch: rank {world.rank}: the node is FSDP2's shard group, shard_size ranks "
+                             "(leave ranks_per_node out)")
         self.shard_size = shard_size
         self.rank = world.rank
         # init_device_mesh lays a (nodes, shard) mesh out row by row: a node's ranks are consecutive.
-        self.comm = world.Split(color=world.rank % shard_size, key=world.rank)
-        self.nodes = self.comm.size
+        self.comm = world
+        self.nodes = world.size // shard_size
         self.momentum = momentum
-        self.options = dict(options, ranks_per_node=1)
+        self.options = dict(options, ranks_per_node=shard_size)
         self.bits = make_options(self.options).bits  # as it takes effect: given, GRADAGG_BITS, default
         self._modules = 0  # FSDP2 modules hooked so far, over every attach: each one's index keys its Aggregators
         self.aggregators = {}
@@ -161,14 +162,16 @@ class FSDPGradaggState(HookTraffic):
             torch.distributed.all_reduce(tensor, group=self._shard_group)
         return tensor
 
+    def make_aggregator(self, **options):
+        """Collective: an aggregator of this state's topology that sums each rank's shard across the nodes
+        (gradagg.torch.AdamW's synchronisations use it)."""
+        return gradagg.ShardAggregator(comm=self.comm, **dict(self.options, **options))
+
     def close(self):
-        """Frees the Aggregators (collective over the replicate communicator)."""
+        """Frees the aggregators (local)."""
         for aggregator in self.aggregators.values():
             aggregator.close()
         self.aggregators.clear()
-        if self.comm is not None:
-            self.comm.Free()
-            self.comm = None
         self._shard_group = None
 
     def _hook(self, index, sizes, parameters):
@@ -178,7 +181,7 @@ class FSDPGradaggState(HookTraffic):
             key = (index, shard.numel(), shard.dtype, shard.device)
             aggregator = self.aggregators.get(key)
             if aggregator is None:
-                aggregator = self.aggregators[key] = gradagg.Aggregator(comm=self.comm, **self.options)
+                aggregator = self.aggregators[key] = self.make_aggregator()
                 self._resume(key, shard, aggregator)
             shard.div_(self.shard_size)  # the node's mean: exact when the node's ranks are a power of two
             if self.observers:

@@ -5,7 +5,10 @@
   2. exact float32 sums at 32 bits, the header summed, async calls equal to blocking ones;
   3. errors raise UsageError with gradagg's message on every rank; empty, zero-size and 2-D arrays work, strided
      ones and closed aggregators are refused;
-  4. with mpi4py, an Aggregator on a sub-communicator sums over that communicator only.
+  4. with mpi4py, an Aggregator on a sub-communicator sums over that communicator only;
+  5. a ShardAggregator sums each rank's own shard (of its local index's size; local index 1's empty) over the ranks of
+     its local index exactly at 32 bits, refuses the async call, and a mismatch on one local index raises
+     UsageError on every rank.
 
   mpirun -np N python3 test_numpy.py REFERENCE     (GRADAGG_LIBRARY or the source tree's build/ locates the library)
 Prints "python_numpy_test: PASS" on rank 0 when every rank passed; exits non-zero otherwise.
@@ -124,6 +127,25 @@ def check_sub_communicator(rank, size):
     return "mpi4py sub-communicator: ok"
 
 
+def check_shards(rank, size):
+    with gradagg.ShardAggregator(bits=32) as shards:
+        per_node = size // shards.nodes  # a node's ranks are consecutive
+        local = rank % per_node
+        group = [r for r in range(size) if r % per_node == local]
+        assert shards.size == len(group) == shards.nodes, (shards.size, group, shards.nodes)
+        values = numpy.full(0 if local == 1 else 5 + 3 * local, rank + 1, dtype=numpy.float32)
+        shards.aggregate(values)
+        assert numpy.all(values == sum(r + 1 for r in group)), (values, group)
+        expect_usage_error(lambda: shards.aggregate_async(numpy.ones(3, dtype=numpy.float32)), "blocking")
+        if shards.nodes > 1:  # rank 0's shard one element longer than its local index's others: every rank raises
+            odd = numpy.ones(5 + (1 if rank == 0 else 0) if local == 0 else 0 if local == 1 else 5 + 3 * local,
+                             dtype=numpy.float32)
+            expect_usage_error(lambda: shards.aggregate(odd), "rank")
+        values = numpy.ones(7, dtype=numpy.float32)
+        shards.aggregate(values)  # in step again
+        assert numpy.all(values == len(group)), values
+
+
 def main():
     gradagg.init()
     failures = 0
@@ -134,7 +156,8 @@ def main():
               ("exact sums and header", lambda: check_exact_sums_and_header(rank, size)),
               ("errors", lambda: check_errors(rank, size)),
               ("shapes", lambda: check_shapes(size)),
-              ("sub-communicator", lambda: notes.append(check_sub_communicator(rank, size)))]
+              ("sub-communicator", lambda: notes.append(check_sub_communicator(rank, size))),
+              ("shards", lambda: check_shards(rank, size))]
     for name, check in checks:
         try:
             check()

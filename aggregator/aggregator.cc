@@ -113,6 +113,21 @@ void Aggregator::AggregateGradients(const std::vector<GradientBuffer>& gradients
   self.stats = self.RunHost(flat, LayoutOf(gradients, self.options), header, problem);
 }
 
+ShardRange Aggregator::ReduceScatterGradients(const std::vector<GradientBuffer>& gradients, GradientHeader* header) {
+  Impl& self = *impl_;
+  self.Settle();
+  std::string problem;
+  const FlatBuffers flat = FlattenHostGradients(gradients, &problem);
+  if (self.options.doubleBuffered) problem = "ReduceScatterGradients: not with the double-buffered mode";
+  const BucketLayout callLayout = LayoutOf(gradients, self.options);
+  ElementRange shard;
+  self.stats = self.RunCall(callLayout, header, problem, false, nullptr, [&](bool contributes) {
+    self.InstallImport(self.crossNode.get());
+    return self.RunHostPhases(flat, callLayout, contributes, &shard);
+  });
+  return {shard.begin, shard.count};
+}
+
 AggregationStats Aggregator::Impl::RunCall(const BucketLayout& callLayout, GradientHeader* header,
                                            const std::string& problem, bool onDevice,
                                            const std::function<void()>& prepare,
@@ -151,13 +166,16 @@ AggregationStats Aggregator::Impl::RunHost(const FlatBuffers& flat, const Bucket
 }
 
 AggregationStats Aggregator::Impl::RunHostPhases(const FlatBuffers& flat, const BucketLayout& callLayout,
-                                                 bool contributes) {
+                                                 bool contributes, ElementRange* keepStripe) {
   AggregationStats call;
   if (!contributes) flat.Zero();
   // One rank per node and one buffer: phases 1 and 3 are the identity, so phase 2 works on the gradient itself.
   const bool inPlace = topology.ranksPerNode() == 1 && flat.Contiguous() != nullptr;
   if (!inPlace && flat.size() != 0) Reshape(callLayout);
-  const ThreePhases phases{inPlace ? nullptr : intraNode.get(), crossNode.get(), topology.node(), options.timing, {}};
+  if (keepStripe) *keepStripe = inPlace || flat.size() == 0 ? ElementRange{0, flat.size()}
+                                                            : shards[static_cast<size_t>(topology.localRank())];
+  const ThreePhases phases{inPlace ? nullptr : intraNode.get(), crossNode.get(), topology.node(), options.timing, {},
+                           keepStripe};
   RunThreePhases(phases, flat, callLayout, shards, stripe.data(), stripeLayout, call);
   return call;  // RunCall times the whole call
 }

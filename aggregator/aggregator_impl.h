@@ -74,7 +74,9 @@ struct Aggregator::Impl {
   // RunCall of host buffers and of device tensors.
   AggregationStats RunHost(const FlatBuffers& flat, const BucketLayout& callLayout, GradientHeader* header,
                            const std::string& problem);
-  AggregationStats RunHostPhases(const FlatBuffers& flat, const BucketLayout& callLayout, bool contributes);
+  // `keepStripe`: a reduce-scatter; *keepStripe gets this rank's shard.
+  AggregationStats RunHostPhases(const FlatBuffers& flat, const BucketLayout& callLayout, bool contributes,
+                                 ElementRange* keepStripe = nullptr);
   AggregationStats RunDevice(const std::vector<DeviceGradient>& gradients, CudaStream stream, GradientHeader* header,
                              const std::string& problem);
 

@@ -90,7 +90,10 @@ std::vector<T> CopyIn(const T* from, size_t count, const char* what, const char*
 // The Aggregator of a handle for a call that a shard aggregator does not offer.
 gradagg::Aggregator& Unsharded(gradagg_aggregator* aggregator, const char* call) {
   gradagg_aggregator& self = Require(aggregator, "aggregator", call);
-  if (self.shard) throw UsageError(std::string(call) + ": a shard aggregator (gradagg_create_shard) calls blocking only");
+  if (self.shard) {
+    throw UsageError(std::string(call) + ": not on a shard aggregator (gradagg_create_shard), whose calls are "
+                     "gradagg_aggregate and gradagg_aggregate_device");
+  }
   return self.aggregator;
 }
 
@@ -337,6 +340,21 @@ gradagg_status gradagg_aggregate(gradagg_aggregator* aggregator, const gradagg_t
     WithHeader(header, [&](gradagg::GradientHeader* summed) {
       if (self.shard) return self.shard->AggregateShard(buffers, summed);
       self.aggregator.AggregateGradients(buffers, summed);
+    });
+  });
+}
+
+gradagg_status gradagg_reduce_scatter(gradagg_aggregator* aggregator, const gradagg_tensor* tensors, size_t count,
+                                      gradagg_header* header, size_t* shard_begin, size_t* shard_count) {
+  return Guarded([&] {
+    gradagg::Aggregator& self = Unsharded(aggregator, "gradagg_reduce_scatter");
+    size_t& begin = Require(shard_begin, "shard_begin", "gradagg_reduce_scatter");
+    size_t& elements = Require(shard_count, "shard_count", "gradagg_reduce_scatter");
+    const std::vector<gradagg::GradientBuffer> buffers = HostTensors(tensors, count, "gradagg_reduce_scatter");
+    WithHeader(header, [&](gradagg::GradientHeader* summed) {
+      const gradagg::ShardRange shard = self.ReduceScatterGradients(buffers, summed);
+      begin = shard.begin;
+      elements = shard.count;
     });
   });
 }

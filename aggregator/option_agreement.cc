@@ -37,8 +37,8 @@ void RequireSameOptions(MPI_Comm comm, const AggregatorOptions& options, const c
   GRADAGG_MPI_CHECK(MPI_Allreduce(mine, highest, kFields, MPI_LONG_LONG, MPI_MAX, comm));
   for (int i = 0; i < kFields; ++i) {
     if (lowest[i] != highest[i]) {
-      throw UsageError(std::string(who) + ": ranks disagree on the option '" + std::string(names[i]) + "' (values from " +
-                       std::to_string(lowest[i]) + " to " + std::to_string(highest[i]) +
+      throw UsageError(std::string(who) + ": ranks disagree on the option '" + std::string(names[i]) +
+                       "' (values from " + std::to_string(lowest[i]) + " to " + std::to_string(highest[i]) +
                        "); every rank must pass the same options (" + RankAndHost() + ")");
     }
   }

@@ -30,18 +30,24 @@ void RunThreePhases(const ThreePhases& phases, const FlatBuffers& flat, const Bu
     return;
   }
   lap();
-  if (!phases.cross && phases.node->AllReduce(flat)) {  // one node: 1 and 3 fused, timed as the reduce-scatter
+  // One node: 1 and 3 fused, timed as the reduce-scatter (not for a reduce-scatter alone).
+  if (!phases.cross && !phases.keepStripeAt && phases.node->AllReduce(flat)) {
     times.reduceScatter = lap();
     return;
   }
 
   // 1. Intra-node reduce-scatter: our stripe, summed over the node (in our shard of the gradient where it can be).
-  if (float* inPlace = phases.node->StripeInPlace(flat, shards)) stripe = inPlace;
+  float* const inPlace = phases.node->StripeInPlace(flat, shards);
+  if (inPlace) stripe = inPlace;
   phases.node->ReduceScatter(flat, shards, stripe);
   times.reduceScatter = lap();
 
   // 2. Inter-node quantized exchange of the stripe.
   if (phases.cross) acrossNodes(stripe, stripeLayout);
+  if (phases.keepStripeAt) {  // a reduce-scatter: the stripe into this rank's shard of the gradient, no phase 3
+    if (stripe != inPlace) flat.CopyIn(*phases.keepStripeAt, stripe);
+    return;
+  }
 
   // 3. Intra-node all-gather: every rank gets every stripe.
   phases.node->AllGather(stripe, shards, flat);

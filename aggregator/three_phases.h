@@ -27,11 +27,15 @@ struct ThreePhases {
   MPI_Comm nodeComm = MPI_COMM_NULL;
   bool timing = false;
   std::function<void()> settle;  // with timing, waits for queued work before a phase's time is taken (may be empty)
+  // Set: a reduce-scatter, phases 1 and 2 alone; the stripe ends at this range of the gradient (this rank's shard;
+  // host memory, which FlatBuffers copies into).
+  const ElementRange* keepStripeAt = nullptr;
 };
 
 // `flat` is the call's gradient in the phases' memory; `stripe` this rank's stripe buffer (shards[local rank] of
 // the gradient, laid out as stripeLayout; unused without a node phase, when callLayout is the stripe's). Adds the
-// phases' times, bytes and non-finite buckets to `stats`.
+// phases' times, bytes and non-finite buckets to `stats`. With keepStripeAt, the rest of `flat` keeps this rank's
+// input.
 void RunThreePhases(const ThreePhases& phases, const FlatBuffers& flat, const BucketLayout& callLayout,
                     const std::vector<ElementRange>& shards, float* stripe, const BucketLayout& stripeLayout,
                     AggregationStats& stats);

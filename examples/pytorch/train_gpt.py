@@ -109,9 +109,12 @@ def parse_args(argv=None):
         parser.error("--lr must be > 0; --warmup-steps, --lr-warmup and --clip >= 0")
     if any(value is not None and value <= 0 for value in (args.target_loss, args.time_limit)):
         parser.error("--target-loss and --time-limit must be > 0")
-    if args.shard < 0 or (args.shard and (args.exchange not in ("gradagg", "ddp") or args.optimizer != "gradagg" or
-                                          args.warmup_steps)):
-        parser.error("--shard takes N >= 1 with --exchange gradagg (gradagg's AdamW, no warm-up) or ddp (HSDP)")
+    unsharded = (args.optimizer != "gradagg" or args.warmup_steps or args.second_moment is not None or
+                 args.variance_steps is not None)  # what the FSDP2 path does not take
+    if args.shard < 0 or (args.shard and (args.exchange not in ("gradagg", "ddp") or
+                                          (args.exchange == "gradagg" and unsharded))):
+        parser.error("--shard takes N >= 1 with --exchange ddp (HSDP) or gradagg (gradagg's AdamW, its default "
+                     "second moment, no warm-up)")
     return args
 
 

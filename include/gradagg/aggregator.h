@@ -40,6 +40,12 @@ namespace gradagg {
 
 class NodeTopology;  // internal: where the ranks sit (the project's own tools read it through TopologyOf)
 
+// A rank's shard of a call's elements (its tensors end to end): ReduceScatterGradients.
+struct ShardRange {
+  size_t begin = 0;
+  size_t count = 0;
+};
+
 class Aggregator {
  public:
   // Collective over `comm` (which it duplicates). Throws UsageError on every rank for bad or mismatched options.
@@ -54,6 +60,13 @@ class Aggregator {
   // call's aggregate instead (device results queued on `stream`), and a call's errors are thrown by the next call.
   void AggregateGradients(const std::vector<GradientBuffer>& gradients, GradientHeader* header = nullptr);
   void AggregateGradients(float* gradient, size_t count, GradientHeader* header = nullptr);
+
+  // Collective, on host buffers: phases 1 and 2 alone (a reduce-scatter). Returns this rank's shard of the call's
+  // elements, which then holds bitwise what AggregateGradients would put there; the rest of the buffers keeps this
+  // rank's input. The shards are whole quantization buckets split over the node's ranks (docs/DESIGN.md,
+  // Partitioning; with one rank per node, everything). Residuals carry over as for AggregateGradients, with which
+  // calls of the same sizes may alternate. Not with options.doubleBuffered (UsageError on every rank).
+  ShardRange ReduceScatterGradients(const std::vector<GradientBuffer>& gradients, GradientHeader* header = nullptr);
 
   // Collective, on GPUs: the tensors (device memory of this rank's current GPU, which must stay the same GPU for the
   // Aggregator's life; float32, bfloat16 or float16, mixed as you like) form one flat gradient, in order. The work is

@@ -130,6 +130,12 @@ GRADAGG_C_EXPORT gradagg_status gradagg_destroy(gradagg_aggregator* aggregator);
 /* Collective, in place. Host tensors must be float32; `header` may be NULL (on every rank, or on none). */
 GRADAGG_C_EXPORT gradagg_status gradagg_aggregate(gradagg_aggregator* aggregator, const gradagg_tensor* tensors,
                                                   size_t count, gradagg_header* header);
+/* Collective, on host tensors: a reduce-scatter (Aggregator::ReduceScatterGradients). On return this rank's shard of
+ * the tensors' elements, end to end from *shard_begin for *shard_count elements, holds the aggregate; the rest keeps
+ * this rank's input. Not on a shard aggregator. (Since version 5.) */
+GRADAGG_C_EXPORT gradagg_status gradagg_reduce_scatter(gradagg_aggregator* aggregator, const gradagg_tensor* tensors,
+                                                       size_t count, gradagg_header* header, size_t* shard_begin,
+                                                       size_t* shard_count);
 /* Collective, on GPUs: the work is queued on `stream` (a cudaStream_t; NULL the legacy default stream) and the call
  * returns once the result is in place. */
 GRADAGG_C_EXPORT gradagg_status gradagg_aggregate_device(gradagg_aggregator* aggregator, const gradagg_tensor* tensors,

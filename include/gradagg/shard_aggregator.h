@@ -2,13 +2,15 @@
 // shard, already reduced over the node by the framework, and gradagg sums each shard across the nodes, quantized
 // with error feedback: the cross-node phase alone (docs/DESIGN.md), among the ranks of equal local index.
 //
-//   gradagg::ShardAggregator shards(MPI_COMM_WORLD, options);   // options.ranksPerNode: the node, as for Aggregator
+//   gradagg::ShardAggregator shards(MPI_COMM_WORLD, options);   // options.ranksPerNode: the node's ranks
 //   shards.AggregateShard(myShard, &header);   // in place: the sum over the nodes of this local index's shard
 //
 // Shards may differ in size (and be empty) from one local index to the next; the ranks of one local index must
 // pass the same sizes. The result is bitwise the serial simulation's of those ranks as nodes of one rank, and the
-// same on all of them. A call that fails on any rank (bad input, a timeout) throws on every rank of `comm`, so that
-// no node is left waiting in the framework's next collective; the other local indices' part of it has run then.
+// same on all of them. A call that fails on any rank (bad input, a timeout) throws on every rank of `comm` within
+// options.timeoutSeconds, so that no node is left waiting in the framework's next collective; the other local
+// indices' part of it has run then. options.ranksPerNode > 0 makes each run of that many consecutive ranks a node,
+// on one host or several (a framework's shard group may span hosts); 0: a node is a host.
 #pragma once
 
 #include <mpi.h>

@@ -17,4 +17,5 @@ from .header import Header
 from .lifecycle import finalize, init
 from . import options  # noqa: F401 (gradagg.options.make_options: the bits the library would choose)
 
-__all__ = ["Aggregator", "ShardAggregator", "Header", "Pending", "GradaggError", "UsageError", "TimeoutError", "init", "finalize"]
+__all__ = ["Aggregator", "ShardAggregator", "Header", "Pending", "GradaggError", "UsageError", "TimeoutError",
+           "init", "finalize"]

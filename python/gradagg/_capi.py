@@ -84,6 +84,8 @@ _signatures = {
     "gradagg_create_shard": (ctypes.c_int, [ctypes.c_int64, ctypes.POINTER(Options), ctypes.POINTER(_handle)]),
     "gradagg_destroy": (ctypes.c_int, [_handle]),
     "gradagg_aggregate": (ctypes.c_int, [_handle, ctypes.POINTER(Tensor), ctypes.c_size_t, ctypes.POINTER(Header)]),
+    "gradagg_reduce_scatter": (ctypes.c_int, [_handle, ctypes.POINTER(Tensor), ctypes.c_size_t, ctypes.POINTER(Header),
+                                              ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]),
     "gradagg_aggregate_device": (ctypes.c_int, [_handle, ctypes.POINTER(Tensor), ctypes.c_size_t, ctypes.c_void_p,
                                                 ctypes.POINTER(Header)]),
     "gradagg_aggregate_async": (ctypes.c_int, [_handle, ctypes.POINTER(Tensor), ctypes.c_size_t,

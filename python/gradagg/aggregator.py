@@ -117,6 +117,20 @@ class Aggregator:
         if header is not None:
             header._from_c(*c_header)
 
+    def reduce_scatter(self, tensors, header=None):
+        """Collective, host tensors: a reduce-scatter. Returns (begin, count), this rank's shard of the tensors'
+        elements end to end, which then holds what aggregate() would put there; the rest keeps this rank's input."""
+        array, count, on_device, _, c_header, _ = self._prepare(tensors, header, None)
+        if on_device:
+            raise UsageError("gradagg: reduce_scatter takes host tensors (NumPy, or PyTorch on the CPU)")
+        header_pointer = ctypes.byref(c_header[0]) if c_header else None
+        begin, elements = ctypes.c_size_t(), ctypes.c_size_t()
+        check(_capi.lib.gradagg_reduce_scatter(self._handle, array, count, header_pointer, ctypes.byref(begin),
+                                               ctypes.byref(elements)))
+        if header is not None:
+            header._from_c(*c_header)
+        return begin.value, elements.value
+
     def aggregate_async(self, tensors, header=None, stream=None):
         """Collective, in the background: returns a Pending at once; leave the tensors (and header) alone until its
         wait() returns."""
@@ -192,7 +206,8 @@ class ShardAggregator(Aggregator):
     """Sharded training's exchange (include/gradagg/shard_aggregator.h): every rank of a node (ranks_per_node, as for
     Aggregator) holds its own shard, already reduced over the node; aggregate() sums it across the nodes among the
     ranks of its local index, in place, and a failure anywhere raises on every rank of `comm`. rank, size, nodes,
-    stats and the residuals are those of the exchange across the nodes; calls are blocking (no aggregate_async).
+    stats and the residuals are those of the exchange across the nodes; aggregate() only (no aggregate_async or
+    reduce_scatter).
     Collective."""
 
     _create = "gradagg_create_shard"

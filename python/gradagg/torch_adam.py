@@ -448,6 +448,9 @@ class AdamW(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        flush = getattr(self.hook_state, "flush", None)  # FSDP2's: a step's momenta, if a module got no gradient
+        if flush is not None:
+            flush()
         cohorts = list(self._cohorts())
         learns = self._variance_learns()
         quantized = self.hook_state.bits < 32
@@ -486,8 +489,7 @@ class AdamW(torch.optim.Optimizer):
         finite = True
         if self.guard:  # the count of shards with a non-finite element, over the node's shards too
             checks = [torch.isfinite(m).all() for _, _, _, momenta, *_ in cohorts for m in momenta]
-            bad = (~torch.stack(checks)).sum().float() if checks else torch.zeros(())
-            finite = not bool(self._over_shards(bad))
+            finite = not bool(self._over_shards((~torch.stack(checks)).sum().float())) if checks else True
         if not finite:  # nothing of this step is applied; the hook kept its momentum as well
             self._check_guard(step_now, 0.0, 0, False)
             return loss

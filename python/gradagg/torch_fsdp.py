@@ -21,13 +21,17 @@ later, for the force-sum reduction below). FSDP2 is told to hand over the plain 
 (`set_force_sum_reduction_for_comms(True)`) and to divide nothing afterwards (`set_gradient_divide_factor(1.0)`); the
 hook divides by the node's ranks, adds the carried momentum as the DDP hook does (beta * m + g), sums over the nodes
 with one gradagg.ShardAggregator per module and shard size (each parameter's shard its own tensor, so its own
-quantization buckets; the library's exchange among the ranks that hold the same shard, one per node, with a failure on
-any rank raised on all), divides by the nodes, and keeps the result as the new momentum. So at 32 bits the gradient is bitwise what a float all-reduce over those ranks gives.
+quantization buckets; the library's exchange among the ranks that hold the same shard, one per node, with a failure
+on any rank raised on all), divides by the nodes, and keeps the result as the new momentum. So at 32 bits the
+gradient is bitwise what a float all-reduce over those ranks gives. Frozen parameters (requires_grad False) take no
+part; with momentum or gradagg.torch.AdamW every trainable parameter of a module must get a gradient every step.
 
 The width is the DDP hook's rule: `bits=`, else GRADAGG_BITS, else gradagg.torch.DEFAULT_BITS (2). A shard whose sum is
-not finite (an AMP overflow) comes back non-finite, and that step moves no module's momentum. The communicator is
-mpi4py's (`comm=`, or MPI_COMM_WORLD), its consecutive groups of `shard_size` ranks the nodes. HSDP (a 2-D mesh) is refused: FSDP2
-would run its own all-reduce between the nodes before the hook.
+not finite (an AMP overflow) comes back non-finite, and that step moves no module's momentum (AMP's GradScaler itself
+is not supported here yet: bf16 autocast needs none). The communicator is mpi4py's (`comm=`, or MPI_COMM_WORLD), its
+consecutive groups of `shard_size` ranks the nodes. HSDP (a 2-D mesh) is refused: FSDP2 would run its own all-reduce
+between the nodes before the hook. Checkpoints: each rank saves its own state_dict() of this state and of the
+optimizer (gradagg.torch.AdamW's state is the rank's local shards) with torch.save.
 """
 import torch
 
@@ -103,8 +107,10 @@ class FSDPGradaggState(HookTraffic):
             self._shard_group = group.mesh_info.shard_process_group  # the node: where an overflow is agreed
             module.set_force_sum_reduction_for_comms(True)
             module.set_gradient_divide_factor(1.0)
-            sizes = [p.padded_sharded_param_size.numel() for p in group.fsdp_params]
-            parameters = [p.sharded_param for p in group.fsdp_params]
+            # FSDP2 reduce-scatters the parameters that got a gradient: frozen ones never do
+            trainable = [p for p in group.fsdp_params if p.sharded_param.requires_grad]
+            sizes = [p.padded_sharded_param_size.numel() for p in trainable]
+            parameters = [p.sharded_param for p in trainable]
             offsets = [sum(sizes[:i]) for i in range(len(sizes))]
             for parameter, offset in zip(parameters, offsets):  # a shard's own elements come first, padding after
                 self._layout[parameter] = (self._modules, offset, parameter.to_local().shape)
@@ -156,11 +162,22 @@ class FSDPGradaggState(HookTraffic):
         return None if momentum is None else momentum[offset:offset + shape.numel()].view(shape)
 
     def sum_over_shards(self, tensor):
-        """Collective over the node's ranks (FSDP2's shard group): `tensor` summed in place. gradagg.torch.AdamW sums
-        its per-parameter figures so, as each rank holds a part of every parameter."""
+        """Collective over the node's ranks (FSDP2's shard group): `tensor` summed in place, in local-rank order, so
+        that every node gets the same bits whatever its collective's algorithm (the ranks' decisions hang on them).
+        gradagg.torch.AdamW sums its per-parameter figures so, as each rank holds a part of every parameter."""
         if self.shard_size > 1:
-            torch.distributed.all_reduce(tensor, group=self._shard_group)
+            if self._shard_group is None:
+                raise RuntimeError(f"gradagg.torch: rank {self.rank}: the FSDP2 state is closed or not attached")
+            pieces = [torch.empty_like(tensor) for _ in range(self.shard_size)]
+            torch.distributed.all_gather(pieces, tensor.contiguous(), group=self._shard_group)
+            tensor.copy_(torch.stack(pieces).sum(0))
         return tensor
+
+    def flush(self):
+        """Collective over the node: commits the last step's momenta if a module of the model got no gradient in it
+        (its hook never ran). gradagg.torch.AdamW calls it before it steps."""
+        if self._pending:
+            self._commit()
 
     def make_aggregator(self, **options):
         """Collective: an aggregator of this state's topology that sums each rank's shard across the nodes
@@ -183,6 +200,11 @@ class FSDPGradaggState(HookTraffic):
             if aggregator is None:
                 aggregator = self.aggregators[key] = self.make_aggregator()
                 self._resume(key, shard, aggregator)
+            if sum(sizes) != shard.numel() and (self.observers or self.momentum > 0.0):
+                raise ValueError(f"gradagg.torch: rank {self.rank}: module {index}'s shard has {shard.numel()} "
+                                 f"elements, its trainable parameters' {sum(sizes)}: one got no gradient this step "
+                                 "(unused?); the hook's momentum and gradagg.torch.AdamW need every trainable "
+                                 "parameter of a module to get one")
             shard.div_(self.shard_size)  # the node's mean: exact when the node's ranks are a power of two
             if self.observers:
                 views = [shard[offset:offset + shape.numel()]

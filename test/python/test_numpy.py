@@ -6,7 +6,9 @@
   3. errors raise UsageError with gradagg's message on every rank; empty, zero-size and 2-D arrays work, strided
      ones and closed aggregators are refused;
   4. with mpi4py, an Aggregator on a sub-communicator sums over that communicator only;
-  5. a ShardAggregator sums each rank's own shard (of its local index's size; local index 1's empty) over the ranks of
+  5. reduce_scatter() leaves in this rank's shard what aggregate() gives there (exact at 32 bits, bitwise at 1) and
+     its input elsewhere;
+  6. a ShardAggregator sums each rank's own shard (of its local index's size; local index 1's empty) over the ranks of
      its local index exactly at 32 bits, refuses the async call, and a mismatch on one local index raises
      UsageError on every rank.
 
@@ -127,6 +129,24 @@ def check_sub_communicator(rank, size):
     return "mpi4py sub-communicator: ok"
 
 
+def check_reduce_scatter(rank, size):
+    with gradagg.Aggregator(bits=32) as agg:
+        values = numpy.full(3001, rank + 1, dtype=numpy.float32)
+        begin, count = agg.reduce_scatter(values)
+        assert 0 <= begin and begin + count <= values.size, (begin, count)
+        inside = numpy.zeros(values.size, dtype=bool)
+        inside[begin:begin + count] = True
+        assert numpy.all(values[inside] == size * (size + 1) // 2) and numpy.all(values[~inside] == rank + 1), values
+    with gradagg.Aggregator(bits=1) as scatter, gradagg.Aggregator(bits=1) as whole:
+        for step in range(2):
+            a = scenario_value(5000, 11, rank, step)
+            b = a.copy()
+            begin, count = scatter.reduce_scatter(a)
+            whole.aggregate(b)
+            assert a[begin:begin + count].view(numpy.uint32).tolist() == \
+                b[begin:begin + count].view(numpy.uint32).tolist(), f"the shard differs from aggregate() at {step}"
+
+
 def check_shards(rank, size):
     with gradagg.ShardAggregator(bits=32) as shards:
         per_node = size // shards.nodes  # a node's ranks are consecutive
@@ -136,7 +156,7 @@ def check_shards(rank, size):
         values = numpy.full(0 if local == 1 else 5 + 3 * local, rank + 1, dtype=numpy.float32)
         shards.aggregate(values)
         assert numpy.all(values == sum(r + 1 for r in group)), (values, group)
-        expect_usage_error(lambda: shards.aggregate_async(numpy.ones(3, dtype=numpy.float32)), "blocking")
+        expect_usage_error(lambda: shards.aggregate_async(numpy.ones(3, dtype=numpy.float32)), "shard aggregator")
         if shards.nodes > 1:  # rank 0's shard one element longer than its local index's others: every rank raises
             odd = numpy.ones(5 + (1 if rank == 0 else 0) if local == 0 else 0 if local == 1 else 5 + 3 * local,
                              dtype=numpy.float32)
@@ -157,6 +177,7 @@ def main():
               ("errors", lambda: check_errors(rank, size)),
               ("shapes", lambda: check_shapes(size)),
               ("sub-communicator", lambda: notes.append(check_sub_communicator(rank, size))),
+              ("reduce-scatter", lambda: check_reduce_scatter(rank, size)),
               ("shards", lambda: check_shards(rank, size))]
     for name, check in checks:
         try:

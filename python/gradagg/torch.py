@@ -11,7 +11,9 @@ Launch with `mpirun -np N python3 train.py` and initialise torch.distributed fro
 Each DDP bucket gets its own gradagg Aggregator, so it keeps its own carried quantization error from step to step
 (buckets differ in size, and DDP rebuilds them after the first iteration: a rebuilt bucket starts fresh), and each
 parameter in a bucket is its own tensor to gradagg, with quantization buckets of its own. The hook
-returns a torch.futures.Future that completes once the bucket is aggregated, averaged over the ranks as DDP expects.
+returns a torch.futures.Future of the bucket averaged over the ranks, as DDP expects: on CPUs complete once the
+average is there; on GPUs once its last kernels are queued on the bucket's stream (a CUDA-aware future: DDP's wait
+orders its own stream after them).
 
 momentum > 0 applies heavy-ball momentum inside the aggregation (docs/DESIGN.md, "Momentum and Adam"): each rank hands
 beta * m + g to gradagg, and the average that comes back is the new momentum m, the same on every rank, which the hook

@@ -155,6 +155,7 @@ class AdamW(torch.optim.Optimizer):
         if not guard >= 0.0 or 0.0 < guard <= 1.0:
             raise ValueError(f"gradagg.torch: guard must be 0 (off) or > 1, not {guard}")
         self.hook_state = hook_state
+        self._sharded = getattr(hook_state, "sum_over_shards", None) is not None  # FSDP2's shards
         self.max_grad_norm = max_grad_norm
         quantized = hook_state.bits < 32
         # Where v comes from: "exact" (32 bits: from g, every step), "frozen" (from g for variance_steps, then
@@ -489,7 +490,12 @@ class AdamW(torch.optim.Optimizer):
         finite = True
         if self.guard:  # the count of shards with a non-finite element, over the node's shards too
             checks = [torch.isfinite(m).all() for _, _, _, momenta, *_ in cohorts for m in momenta]
-            finite = not bool(self._over_shards((~torch.stack(checks)).sum().float())) if checks else True
+            if not checks:
+                finite = True
+            elif self._sharded:  # the count of non-finite shards over the node's shards too
+                finite = not bool(self._over_shards((~torch.stack(checks)).sum().float()))
+            else:
+                finite = bool(torch.stack(checks).all())
         if not finite:  # nothing of this step is applied; the hook kept its momentum as well
             self._check_guard(step_now, 0.0, 0, False)
             return loss
@@ -537,10 +543,12 @@ class AdamW(torch.optim.Optimizer):
             for old, momentum in zip(previous, momenta):
                 old.copy_(momentum)
         if self.guard and square_sums:
-            totals = self._over_shards(torch.stack([torch.stack(square_sums).sum().double(),
-                                                    torch.tensor(float(elements), dtype=torch.float64,
-                                                                 device=square_sums[0].device)]))
-            self._check_guard(step_now, float(totals[0]), int(totals[1]), True)
+            square_sum = torch.stack(square_sums).sum()
+            if self._sharded:  # the step's RMS over the whole parameters
+                totals = self._over_shards(torch.stack([square_sum.double(), torch.tensor(
+                    float(elements), dtype=torch.float64, device=square_sum.device)]))
+                square_sum, elements = totals[0], int(totals[1])
+            self._check_guard(step_now, float(square_sum), elements, True)
         self._guard["step"] = step_now
         return loss
 

@@ -72,6 +72,38 @@ TEST(ReduceScatterGradients, MatchesTheSimulationForEveryBitWidthAndAwkwardSize)
   }
 }
 
+TEST(ReduceScatterGradients, AShardOverSeveralTensorsLandsInThem) {
+  // Tensors of their own memory: a shard that spans several is not reduced in place, and comes back by copy.
+  const std::vector<size_t> lengths = {700, 3, 5010, 6, 1200};
+  for (int bits : {1, 32}) {
+    const AggregatorOptions options = LayoutOptions(bits);
+    Aggregator aggregator(MPI_COMM_WORLD, options);
+    SerialSimulation oracle = Oracle(options);
+    size_t count = 0;
+    for (size_t length : lengths) count += length;
+    const std::vector<float> input = RandomGradient(count, 31 + bits, WorldRank());
+    std::vector<std::vector<float>> tensors;
+    std::vector<GradientBuffer> buffers;
+    size_t at = 0;
+    for (size_t length : lengths) {
+      tensors.emplace_back(input.begin() + static_cast<std::ptrdiff_t>(at),
+                           input.begin() + static_cast<std::ptrdiff_t>(at + length));
+      at += length;
+    }
+    for (std::vector<float>& tensor : tensors) buffers.push_back({tensor.data(), tensor.size()});
+    const ShardRange shard = aggregator.ReduceScatterGradients(buffers);
+    std::vector<float> gradient;
+    for (const std::vector<float>& tensor : tensors) gradient.insert(gradient.end(), tensor.begin(), tensor.end());
+    const std::vector<float> expected = oracle.Run(AllInputs(count, 31 + bits), {}, lengths);
+    EXPECT_TRUE(SameBits(Slice(gradient, shard), Slice(expected, shard))) << "bits " << bits << ": the shard differs";
+    std::vector<float> rest = gradient;
+    std::copy(input.begin() + static_cast<std::ptrdiff_t>(shard.begin),
+              input.begin() + static_cast<std::ptrdiff_t>(shard.begin + shard.count),
+              rest.begin() + static_cast<std::ptrdiff_t>(shard.begin));
+    EXPECT_TRUE(SameBits(rest, input)) << "bits " << bits << ": outside the shard the input changed";
+  }
+}
+
 TEST(ReduceScatterGradients, SharesTheCarriedErrorWithWholeCalls) {
   const AggregatorOptions options = LayoutOptions(1);
   Aggregator aggregator(MPI_COMM_WORLD, options);

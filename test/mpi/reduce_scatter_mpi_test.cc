@@ -39,20 +39,25 @@ bool ShardsCoverTheNode(ShardRange mine, size_t count, int ranksPerNode) {
   return next == count;
 }
 
-// One reduce-scatter on every rank, checked against the oracle.
-void ExpectReduceScatterMatches(Aggregator& aggregator, SerialSimulation& oracle, size_t count, uint32_t seed,
-                                const std::string& what) {
-  const std::vector<float> input = RandomGradient(count, seed, WorldRank());
-  std::vector<float> gradient = input;
-  const ShardRange shard = aggregator.ReduceScatterGradients({{gradient.data(), gradient.size()}});
-  const std::vector<float> expected = oracle.Run(AllInputs(count, seed));
-  ASSERT_LE(shard.begin + shard.count, count) << what;
+// After a reduce-scatter: the shard of `gradient` is the oracle's, the rest this rank's input.
+void ExpectShardAndRest(const std::vector<float>& gradient, const std::vector<float>& input,
+                        const std::vector<float>& expected, ShardRange shard, const std::string& what) {
+  ASSERT_LE(shard.begin + shard.count, gradient.size()) << what;
   EXPECT_TRUE(SameBits(Slice(gradient, shard), Slice(expected, shard))) << what << ": the shard differs";
   std::vector<float> rest = gradient;
   std::copy(input.begin() + static_cast<std::ptrdiff_t>(shard.begin),
             input.begin() + static_cast<std::ptrdiff_t>(shard.begin + shard.count),
             rest.begin() + static_cast<std::ptrdiff_t>(shard.begin));
   EXPECT_TRUE(SameBits(rest, input)) << what << ": outside the shard the input changed";
+}
+
+// One reduce-scatter on every rank, checked against the oracle.
+void ExpectReduceScatterMatches(Aggregator& aggregator, SerialSimulation& oracle, size_t count, uint32_t seed,
+                                const std::string& what) {
+  const std::vector<float> input = RandomGradient(count, seed, WorldRank());
+  std::vector<float> gradient = input;
+  const ShardRange shard = aggregator.ReduceScatterGradients({{gradient.data(), gradient.size()}});
+  ExpectShardAndRest(gradient, input, oracle.Run(AllInputs(count, seed)), shard, what);
   const int perNode = aggregator.ranksPerNode();
   EXPECT_TRUE(ShardsCoverTheNode(shard, count, perNode)) << what << ": the node's shards do not cover the gradient";
 }
@@ -94,13 +99,8 @@ TEST(ReduceScatterGradients, AShardOverSeveralTensorsLandsInThem) {
     const ShardRange shard = aggregator.ReduceScatterGradients(buffers);
     std::vector<float> gradient;
     for (const std::vector<float>& tensor : tensors) gradient.insert(gradient.end(), tensor.begin(), tensor.end());
-    const std::vector<float> expected = oracle.Run(AllInputs(count, 31 + bits), {}, lengths);
-    EXPECT_TRUE(SameBits(Slice(gradient, shard), Slice(expected, shard))) << "bits " << bits << ": the shard differs";
-    std::vector<float> rest = gradient;
-    std::copy(input.begin() + static_cast<std::ptrdiff_t>(shard.begin),
-              input.begin() + static_cast<std::ptrdiff_t>(shard.begin + shard.count),
-              rest.begin() + static_cast<std::ptrdiff_t>(shard.begin));
-    EXPECT_TRUE(SameBits(rest, input)) << "bits " << bits << ": outside the shard the input changed";
+    ExpectShardAndRest(gradient, input, oracle.Run(AllInputs(count, 31 + bits), {}, lengths), shard,
+                       "bits " + std::to_string(bits));
   }
 }
 

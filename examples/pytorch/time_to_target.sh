@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Time to a target loss on a slow link, the reason gradagg exists: examples/pytorch/train_gpt.py on NODES emulated
-# nodes of one rank each (scripts/emulated_cluster.sh, root), each link shaped to RATE, with DDP's allreduce (gloo),
+# nodes of SLOTS ranks each (scripts/emulated_cluster.sh, root), each link shaped to RATE, with DDP's allreduce (gloo),
 # PyTorch's PowerSGD hook and gradagg's 1-bit hook with gradagg.torch.AdamW, one after the other, the same model,
 # data, seed and recipe. The ranks run on CPUs, or share the GPUs where torch sees any. Prints one table: seconds to
 # the target validation loss (evaluations every --eval-every steps; their time counts), the ratio to DDP, the bytes
@@ -11,6 +11,7 @@
 # Environment:
 #   RATE           link rate, tc syntax (default 1gbit)
 #   NODES          emulated nodes (default 2)
+#   SLOTS          ranks per emulated node (default 1; 2 with --shard 2: FSDP2 inside the node, the link between)
 #   RUNS           runs separated by ";", each "NAME [TRAIN_GPT_OPTIONS...]" (default "ddp;powersgd;gradagg"); without
 #                  options NAME picks: ddp, bf16, powersgd (rank 4 from step 120), gradagg (1 bit after 120 steps at
 #                  2 bits); such names alone may be separated by spaces
@@ -25,7 +26,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$1
 shift
-rate=${RATE:-1gbit} nodes=${NODES:-2} python=${PYTHON:-/usr/bin/python3}
+rate=${RATE:-1gbit} nodes=${NODES:-2} slots=${SLOTS:-1} python=${PYTHON:-/usr/bin/python3}
 mkdir -p "$out"
 export PYTHONPATH="$root/python" GRADAGG_LIBRARY="${GRADAGG_LIBRARY:-$root/build/lib/libgradagg_c.so}" \
   LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" GRADAGG_NVLINK_SHARE_GPUS="${GRADAGG_NVLINK_SHARE_GPUS:-0}" \
@@ -57,9 +58,9 @@ for run in "${runs[@]}"; do
   if [ -s "$out/$name.json" ]; then echo "# $name: kept from $out/$name.json" >&2; continue; fi
   echo "# $name at $rate: $options" >&2
   # shellcheck disable=SC2086  # options is a word list
-  MASTER_PORT=$port "$root/scripts/emulated_cluster.sh" --nodes "$nodes" --slots 1 --rate "$rate" --prefix gattt \
-    --subnet 10.79.0 -- -np "$nodes" -x PYTHONPATH -x GRADAGG_LIBRARY -x LD_LIBRARY_PATH -x MASTER_ADDR \
-    -x MASTER_PORT -x GLOO_SOCKET_IFNAME -x OMP_NUM_THREADS -x GRADAGG_NVLINK_SHARE_GPUS "${nccl[@]}" \
+  MASTER_PORT=$port "$root/scripts/emulated_cluster.sh" --nodes "$nodes" --slots "$slots" --rate "$rate" \
+    --prefix gattt --subnet 10.79.0 -- -np $((nodes * slots)) -x PYTHONPATH -x GRADAGG_LIBRARY -x LD_LIBRARY_PATH \
+    -x MASTER_ADDR -x MASTER_PORT -x GLOO_SOCKET_IFNAME -x OMP_NUM_THREADS -x GRADAGG_NVLINK_SHARE_GPUS "${nccl[@]}" \
     "$python" "$root/examples/pytorch/train_gpt.py" --threads 1 $options "${stop[@]}" \
     --json "$out/$name.json" "$@" >"$out/$name.log" 2>&1 || { tail -n 20 "$out/$name.log" >&2; exit 1; }
 done
@@ -75,8 +76,9 @@ if target:
 else:
     target = results[baseline or names[0]]["final_validation_loss"] * (1 + margin)
     how = f"{baseline or names[0]}'s last {'+' if margin >= 0 else ''}{margin:.0%}"
-print(f"{nodes} nodes of one rank at {rate}, {first.get('device', 'cpu')}, torch {first.get('torch', '?')}, "
-      f"{first['parameters']} parameters; target: validation loss {target:.4f} ({how})\n")
+print(f"{nodes} nodes of {os.environ.get('SLOTS', '1')} rank(s) at {rate}, {first.get('device', 'cpu')}, "
+      f"torch {first.get('torch', '?')}, {first['parameters']} parameters; "
+      f"target: validation loss {target:.4f} ({how})\n")
 print("| run | seconds to target | x DDP | steps to target | bytes per step per rank | last loss (step) |")
 print("| --- | --- | --- | --- | --- | --- |")
 hits = {name: next((row for row in r["rows"] if row["validation_loss"] <= target), None)

@@ -2,11 +2,11 @@
 # The GPU machine has no iproute2, which scripts/emulated_cluster.sh needs (ip, tc); its kernel has network
 # namespaces, veth and tc's tbf. This unpacks Debian's iproute2 and the libraries it links into .net/ (git-ignored,
 # about 12 MiB) with wrappers in .net/bin, to be named in the device tool's carry and put first on PATH there:
-#   scripts/stage_iproute2.sh             (here, once)
+#   bench/rounds/stage_iproute2.sh             (here, once)
 #   run: export PATH=$PWD/.net/bin:$PATH; ... scripts/emulated_cluster.sh ...   (carry: .net)
 # Needs apt-get download and dpkg (Debian).
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 net="$root/.net"
 rm -rf "$net"
 mkdir -p "$net/debs" "$net/root" "$net/bin"

@@ -13,7 +13,7 @@ An include is looked up as the compiler does, in the include roots include/ and 
 to the folder it is found in. One that names no folder of the project (a file beside the includer, a system header)
 is not checked, and neither is test/, which may reach every layer.
 
-  scripts/check_layers.py [ROOT]        prints each violation as FILE:LINE: ..., exits 1 if there is any
+  test/layering/check_layers.py [ROOT]        prints each violation as FILE:LINE: ..., exits 1 if there is any
 """
 import os
 import re

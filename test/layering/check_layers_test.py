@@ -1,10 +1,10 @@
-"""scripts/check_layers.py on small trees: a clean one passes, and includes planted up or sideways are caught."""
+"""test/layering/check_layers.py on small trees: a clean one passes, and includes planted up or sideways are caught."""
 import importlib.util
 import os
 import tempfile
 import unittest
 
-_path = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "check_layers.py")
+_path = os.path.join(os.path.dirname(__file__), "check_layers.py")
 _spec = importlib.util.spec_from_file_location("check_layers", _path)
 check_layers = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(check_layers)

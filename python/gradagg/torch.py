@@ -46,6 +46,7 @@ import gc
 import os
 import queue
 import threading
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -106,6 +107,7 @@ class GradaggState(HookTraffic):
         self.keys = {}  # bucket index -> the key of the bucket now at that index
         self.world_size = None
         self.optimizers_checked = not check_optimizers  # False: trust the caller (to measure a wrong pairing)
+        self._step_check = None  # PyTorch 2: the optimizer step pre-hook that checks each optimizer once
         # Called with (parameters, this rank's own gradients, the loss scale or None) before a bucket is sent:
         # gradagg.torch.AdamW keeps each rank's second moment from them.
         self.observers = []
@@ -229,8 +231,6 @@ def tensors_of(bucket, buffer=None):
 def comm_hook(state, bucket):
     """DDP communication hook: the bucket's gradients averaged over the ranks through gradagg."""
     buffer = bucket.buffer()
-    if not state.optimizers_checked:
-        check_optimizers(state, bucket.parameters())
     # A bucket is its parameters in their order: DDP's rebuild after the first iteration may keep a bucket's index and
     # size but reorder what is inside.
     parameters = list(bucket.parameters())
@@ -238,6 +238,8 @@ def comm_hook(state, bucket):
         if id(parameter) not in state._parameters:
             state._parameters[id(parameter)] = len(state._parameter_list)
             state._parameter_list.append(parameter)
+    if not state.optimizers_checked:
+        check_optimizers(state, parameters)
     # On a GPU the future is CUDA-aware: it completes once the bucket's last kernels are queued, and DDP's wait()
     # orders its stream after them instead of the host waiting for the GPU.
     future = torch.futures.Future(devices=[buffer.device]) if buffer.is_cuda else torch.futures.Future()
@@ -390,37 +392,65 @@ def _resume(state):
 
 
 def check_optimizers(state, parameters):
-    """Once, at the hook's first call: the optimizers that hold these parameters must suit what the hook returns.
+    """Once, at the hook's first call: the optimizers that step these parameters must suit what the hook returns.
     Raises ValueError for a momentum in both the hook and the optimizer, for a GradScaler in use beside the hook's
-    momentum that the GradaggState was not given, and for torch's Adam / AdamW behind a hook
-    that quantizes (the 1-bit error feedback then meets Adam's per-coordinate scaling and the run does not train);
-    gradagg.torch.Adam / AdamW are the pairing for Adam."""
+    momentum that the GradaggState was not given, and for torch's Adam / AdamW behind a hook that quantizes (the
+    1-bit error feedback then meets Adam's per-coordinate scaling and the run does not train); gradagg.torch.Adam /
+    AdamW are the pairing for Adam. gradagg's optimizers and a GradScaler passed as grad_scaler= introduce themselves.
+    On PyTorch 2 every other optimizer is checked before its first step (a global step pre-hook), so no search is
+    made for them; PyTorch 1 has no such hook, and there the heap is searched once, here. A GradScaler the state was
+    not given can only be found on the heap: searched for here, where it matters (momentum in the hook, CUDA)."""
     state.optimizers_checked = True
-    # One pass over the heap for both searches, by each object's type: isinstance() would also read the __class__
-    # of objects it does not match, and torch.distributed's deprecated reduce_op warns when it is read.
-    objects = gc.get_objects()
+    try:
+        from torch.optim.optimizer import register_optimizer_step_pre_hook as register
+    except ImportError:  # PyTorch 1
+        register = None
     scalers = tuple(c for c in (getattr(torch.amp, "GradScaler", None), getattr(torch.cuda.amp, "GradScaler", None))
                     if isinstance(c, type))
-    if state.momentum > 0.0 and state.grad_scaler is None and any(
-            issubclass(type(o), scalers) and o.is_enabled() for o in objects):
+    scaler_search = (state.momentum > 0.0 and state.grad_scaler is None and bool(scalers) and
+                     any(p.is_cuda for p in parameters))
+    # One pass over the heap for what is searched, by each object's type: isinstance() would also read the
+    # __class__ of objects it does not match, and torch.distributed's deprecated reduce_op warns when it is read.
+    objects = gc.get_objects() if scaler_search or register is None else []
+    if scaler_search and any(issubclass(type(o), scalers) and o.is_enabled() for o in objects):
         raise ValueError("gradagg.torch: a GradScaler is in use and the hook carries momentum: pass it, "
                          "GradaggState(..., grad_scaler=scaler), so that the momentum follows the loss scale")
-    ours = set(map(id, parameters))
+    if register is not None:
+        _check_before_first_step(state, register)
+        return
     for optimizer in (o for o in objects if issubclass(type(o), torch.optim.Optimizer)):
-        if isinstance(optimizer, AdamW):  # gradagg's own (Adam is one): paired with the hook by construction
-            continue
-        if not any(id(p) in ours for group in optimizer.param_groups for p in group["params"]):
-            continue
-        name = type(optimizer).__name__
-        own_momentum = any(group.get("momentum", 0.0) for group in optimizer.param_groups)
-        if state.momentum > 0.0 and own_momentum:
-            raise ValueError(f"gradagg.torch: the hook carries momentum {state.momentum} and {name} has a momentum of "
-                             "its own: the gradient would get momentum twice. Set the optimizer's momentum to 0.")
-        if state.bits < 32 and isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)):
-            raise ValueError(f"gradagg.torch: torch's {name} behind a {state.bits}-bit hook does not train (Adam "
-                             "rescales each coordinate, and quantization error feedback then runs away). Use "
-                             "gradagg.torch.AdamW / Adam with GradaggState(momentum=beta1), or "
-                             "bits=32.")
+        _check_optimizer(state, optimizer)
+
+
+def _check_before_first_step(state, register):
+    """PyTorch 2: each optimizer is checked once, before its first step, against the parameters the hook has met."""
+    owner = weakref.ref(state)
+    checked = weakref.WeakSet()
+
+    def before_step(optimizer, args, kwargs):
+        current = owner()
+        if current is None or optimizer in checked:  # a state gone keeps a hook that does nothing
+            return
+        checked.add(optimizer)
+        _check_optimizer(current, optimizer)
+
+    state._step_check = register(before_step)
+
+
+def _check_optimizer(state, optimizer):
+    if isinstance(optimizer, AdamW):  # gradagg's own (Adam is one): paired with the hook by construction
+        return
+    if not any(id(p) in state._parameters for group in optimizer.param_groups for p in group["params"]):
+        return
+    name = type(optimizer).__name__
+    own_momentum = any(group.get("momentum", 0.0) for group in optimizer.param_groups)
+    if state.momentum > 0.0 and own_momentum:
+        raise ValueError(f"gradagg.torch: the hook carries momentum {state.momentum} and {name} has a momentum of "
+                         "its own: the gradient would get momentum twice. Set the optimizer's momentum to 0.")
+    if state.bits < 32 and isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)):
+        raise ValueError(f"gradagg.torch: torch's {name} behind a {state.bits}-bit hook does not train (Adam "
+                         "rescales each coordinate, and quantization error feedback then runs away). Use "
+                         "gradagg.torch.AdamW / Adam with GradaggState(momentum=beta1), or bits=32.")
 
 
 from gradagg.torch_adam import Adam, AdamW  # noqa: E402 (they take a GradaggState from above)

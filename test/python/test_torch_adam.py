@@ -15,7 +15,9 @@
      they, the guard's decisions and the parameters are identical on every rank;
   6. the guard: silent on a healthy run; a loss spike restarts the synchronisation, a NaN step is skipped, 20 in a
      row stop the run with an error;
-  7. the hook's first step warns of nothing (its heap search read torch's deprecated reduce_op);
+  7. the hook's first step warns of nothing (its heap search read torch's deprecated reduce_op); on PyTorch 2 it
+     searches no heap at all (optimizers are checked before their first step) and still refuses torch's AdamW
+     behind a 1-bit hook, also one that steps only a later bucket's parameters;
   8. a parameter whose first gradient comes at a step that does not average is averaged then.
 
   mpirun -np 2 python3 test_torch_adam.py     (GRADAGG_RANKS_PER_NODE=1 makes the 2 ranks 2 nodes)
@@ -351,6 +353,31 @@ def check_no_warnings(rank):
     assert not ours, f"warnings: {[f'{w.filename}:{w.lineno}: {w.message}' for w in ours]}"
 
 
+def check_pairing_without_heap_search(rank):
+    """PyTorch 2: the optimizers are checked by a step pre-hook, before they change anything; the heap is not read."""
+    try:
+        from torch.optim.optimizer import register_optimizer_step_pre_hook  # noqa: F401 (PyTorch 2)
+    except ImportError:
+        return
+    import gc
+    real = gc.get_objects
+
+    def searched(*args, **kwargs):
+        raise AssertionError("the hook searched the heap")
+
+    gc.get_objects = searched
+    try:
+        expect_error("torch's AdamW behind 1 bit, no heap search",
+                     lambda: train(rank, lambda m: torch.optim.AdamW(m.parameters()), gradagg.torch.GradaggState(bits=1),
+                                   steps=1), ["AdamW", "gradagg.torch.AdamW"])
+        # An optimizer of the last layer only: its parameters are not in the first bucket DDP hands over.
+        expect_error("torch's AdamW on a later bucket",
+                     lambda: train(rank, lambda m: torch.optim.AdamW(list(m.parameters())[:1]),
+                                   gradagg.torch.GradaggState(bits=1), steps=1), ["AdamW"])
+    finally:
+        gc.get_objects = real
+
+
 def main():
     return torch_checks.run("python_torch_adam_test", [
         ("same as torch", lambda rank, size: check_same_as_torch(rank)),
@@ -361,6 +388,7 @@ def main():
         ("synchronised second moment", check_synchronised),
         ("guard", check_guard),
         ("no warnings", lambda rank, size: check_no_warnings(rank)),
+        ("pairing without a heap search", lambda rank, size: check_pairing_without_heap_search(rank)),
         ("late parameter", lambda rank, size: check_late_parameter(rank))], 29521)
 
 

@@ -119,12 +119,8 @@ ShardRange Aggregator::ReduceScatterGradients(const std::vector<GradientBuffer>&
   std::string problem;
   const FlatBuffers flat = FlattenHostGradients(gradients, &problem);
   if (self.options.doubleBuffered) problem = "ReduceScatterGradients: not with the double-buffered mode";
-  const BucketLayout callLayout = LayoutOf(gradients, self.options);
   ElementRange shard;
-  self.stats = self.RunCall(callLayout, header, problem, false, nullptr, [&](bool contributes) {
-    self.InstallImport(self.crossNode.get());
-    return self.RunHostPhases(flat, callLayout, contributes, &shard);
-  });
+  self.stats = self.RunHost(flat, LayoutOf(gradients, self.options), header, problem, &shard);
   return {shard.begin, shard.count};
 }
 
@@ -158,10 +154,11 @@ AggregationStats Aggregator::Impl::RunCall(const BucketLayout& callLayout, Gradi
 }
 
 AggregationStats Aggregator::Impl::RunHost(const FlatBuffers& flat, const BucketLayout& callLayout,
-                                           GradientHeader* header, const std::string& problem) {
+                                           GradientHeader* header, const std::string& problem,
+                                           ElementRange* keepStripe) {
   return RunCall(callLayout, header, problem, false, nullptr, [&](bool contributes) {
     InstallImport(crossNode.get());
-    return RunHostPhases(flat, callLayout, contributes);
+    return RunHostPhases(flat, callLayout, contributes, keepStripe);
   });
 }
 

@@ -71,9 +71,9 @@ struct Aggregator::Impl {
   AggregationStats RunCall(const BucketLayout& callLayout, GradientHeader* header, const std::string& problem,
                            bool onDevice, const std::function<void()>& prepare,
                            const std::function<AggregationStats(bool contributes)>& phases);
-  // RunCall of host buffers and of device tensors.
+  // RunCall of host buffers (`keepStripe`: a reduce-scatter, see RunHostPhases) and of device tensors.
   AggregationStats RunHost(const FlatBuffers& flat, const BucketLayout& callLayout, GradientHeader* header,
-                           const std::string& problem);
+                           const std::string& problem, ElementRange* keepStripe = nullptr);
   // `keepStripe`: a reduce-scatter; *keepStripe gets this rank's shard.
   AggregationStats RunHostPhases(const FlatBuffers& flat, const BucketLayout& callLayout, bool contributes,
                                  ElementRange* keepStripe = nullptr);

@@ -254,9 +254,8 @@ class AdamW(torch.optim.Optimizer):
     def _over_shards(self, tensor):
         """Collective over the ranks that hold shards of the same parameters (FSDP2's shard group; nobody under
         DDP): `tensor`, sums of per-parameter pieces, summed over them in place."""
-        over = getattr(self.hook_state, "sum_over_shards", None)
-        if over is not None:
-            over(tensor)
+        if self._sharded:
+            self.hook_state.sum_over_shards(tensor)
         return tensor
 
     def _synchronise(self, params):

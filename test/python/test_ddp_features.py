@@ -69,6 +69,10 @@ class CheckedHook:
         parameters = list(bucket.parameters())
         sizes = [view.numel() for view in gradagg.torch.tensors_of(bucket)]
         key = (bucket.index(), tuple(map(id, parameters)))
+        if key not in self.references:
+            # Made here, on DDP's thread, in the same order on every rank: making an Aggregator is collective, and
+            # the comparisons run on the thread that completes the hook's futures, beside the hook's next calls.
+            self.references[key] = gradagg.Aggregator(bits=1)
         future = gradagg.torch.comm_hook(state, bucket)
         return future.then(lambda f: self.compare(key, parameters, sizes, before, f.value()))
 

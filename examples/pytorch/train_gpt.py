@@ -9,7 +9,8 @@ gradagg.torch.AdamW, 1-bit Adam's mechanism, or torch's AdamW).
 With --shard N (PyTorch 2.8+, mpi4py) the model is sharded with FSDP2 over each N consecutive ranks (a node) instead
 of DDP: gradagg's FSDP2 state carries the exchange between the nodes, with gradagg.torch.AdamW on the shards;
 --exchange ddp is then HSDP (FSDP2 on the (nodes, N) mesh: reduce-scatter inside, float all-reduce between) with
-torch's AdamW and clip_grad_norm_.
+torch's AdamW and clip_grad_norm_, and --exchange bf16 the same HSDP reducing in bfloat16 (FSDP2's
+MixedPrecisionPolicy(reduce_dtype=torch.bfloat16), parameters kept in float32).
 
 Data: the Python standard library's own sources (every *.py file at the top of the running interpreter's stdlib
 folder, sorted by name), read as bytes; nothing is downloaded. The first 90% is training text, the last 10% the
@@ -111,10 +112,10 @@ def parse_args(argv=None):
         parser.error("--target-loss and --time-limit must be > 0")
     unsharded = (args.optimizer != "gradagg" or args.warmup_steps or args.second_moment is not None or
                  args.variance_steps is not None)  # what the FSDP2 path does not take
-    if args.shard < 0 or (args.shard and (args.exchange not in ("gradagg", "ddp") or
+    if args.shard < 0 or (args.shard and (args.exchange not in ("gradagg", "ddp", "bf16") or
                                           (args.exchange == "gradagg" and unsharded))):
-        parser.error("--shard takes N >= 1 with --exchange ddp (HSDP) or gradagg (gradagg's AdamW, its default "
-                     "second moment, no warm-up)")
+        parser.error("--shard takes N >= 1 with --exchange ddp or bf16 (HSDP) or gradagg (gradagg's AdamW, its "
+                     "default second moment, no warm-up)")
     return args
 
 
@@ -215,7 +216,7 @@ def label_of(args):
         return args.label
     if args.shard:
         return (f"FSDP2 over {args.shard}, gradagg {args.bits} bit, gradagg AdamW" if args.exchange == "gradagg" else
-                f"HSDP (FSDP2 over {args.shard})")
+                f"HSDP (FSDP2 over {args.shard}{', bf16 reduction' if args.exchange == 'bf16' else ''})")
     if args.exchange == "gradagg":
         warmup = f", {args.warmup_steps} steps at {args.warmup_bits} bits" if args.warmup_steps else ""
         if args.optimizer == "gradagg" and (args.second_moment == "synced" or not args.warmup_steps):
@@ -252,12 +253,13 @@ def main(argv=None):
         if size % args.shard:
             sys.exit(f"train_gpt: rank {rank}: --shard {args.shard} does not divide the {size} ranks")
         from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
         mesh = init_device_mesh(device.type, (size // args.shard, args.shard), mesh_dim_names=("node", "shard"))
         on = mesh["shard"] if args.exchange == "gradagg" else mesh  # gradagg: the node's 1-D mesh; DDP: HSDP
+        policy = {"mp_policy": MixedPrecisionPolicy(reduce_dtype=torch.bfloat16)} if args.exchange == "bf16" else {}
         for block in model.blocks:
-            fully_shard(block, mesh=on)
-        fully_shard(model, mesh=on)
+            fully_shard(block, mesh=on, **policy)
+        fully_shard(model, mesh=on, **policy)
         ddp = model
     else:
         ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
@@ -292,7 +294,7 @@ def main(argv=None):
         else:
             optimizer = torch.optim.AdamW(groups, lr=args.lr, betas=betas)
     else:
-        if args.exchange == "bf16":
+        if args.exchange == "bf16" and not args.shard:  # sharded: FSDP2's bf16 reduction (above)
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
             ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)
         elif args.exchange == "powersgd":

@@ -77,6 +77,7 @@ class CheckedHook:
         return future.then(lambda f: self.compare(key, parameters, sizes, before, f.value()))
 
     def compare(self, key, parameters, sizes, before, after):
+        assert key in self.references, f"bucket {key[0]}: its reference Aggregator was not made in the hook"
         reference = torch_checks.replay(self.references, key, 1, before, parameters, sizes, self.momenta,
                                         self.momentum, self.state.world_size)
         assert torch.equal(after.view(torch.int32), reference.view(torch.int32)), (

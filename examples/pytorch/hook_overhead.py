@@ -9,8 +9,10 @@ the future, the waiter thread) differs between the two.
       [--bits 1] [--momentum 0]
 
 Rank 0 prints a table: size, the direct call's and the hook's median time (us), the hook's overhead in us and as a
-share of the direct call, and how long the hook took to hand back its future (its Python on DDP's thread; the rest of
-the overhead is the hand-off to the library's thread and back through the waiter thread). GRADAGG_RANKS_PER_NODE=1 makes the ranks nodes (the exchange then runs at --bits).
+share of the direct call, and how long the hook took to hand back its future (on DDP's thread: its Python and the
+start of the aggregation, which the direct call pays too; the overhead less that is at least the hand-off to the
+library's thread and back through the waiter thread). GRADAGG_RANKS_PER_NODE=1 makes the ranks nodes (the exchange
+then runs at --bits).
 """
 import argparse
 import os

@@ -11,8 +11,10 @@ the future, the waiter thread) differs between the two.
 Rank 0 prints a table: size, the direct call's and the hook's median time (us), the hook's overhead in us and as a
 share of the direct call, and how long the hook took to hand back its future (on DDP's thread: its Python and the
 start of the aggregation, which the direct call pays too; the overhead less that is at least the hand-off to the
-library's thread and back through the waiter thread). GRADAGG_RANKS_PER_NODE=1 makes the ranks nodes (the exchange
-then runs at --bits).
+library's thread and back through the waiter thread); then that time in pieces, measured apart: the Aggregator's
+aggregate_async until it returns, making a future like the hook's, and the rest, the hook's own work (its Python and,
+with --momentum, the momentum's add).
+GRADAGG_RANKS_PER_NODE=1 makes the ranks nodes (the exchange then runs at --bits).
 """
 import argparse
 import os
@@ -90,7 +92,7 @@ def measure(size_bytes, device, steps, bits, momentum, meeting):
         returned.append(time.perf_counter())
         future.wait()
 
-    times = {"direct": [], "hook": [], "submit": []}
+    times = {"direct": [], "hook": [], "submit": [], "async": [], "future": []}
     for step in range(steps + 5):  # 5 warm-ups
         for name, call in (("direct", direct_call), ("hook", hook_call)):
             buffer.copy_(source)
@@ -103,10 +105,26 @@ def measure(size_bytes, device, steps, bits, momentum, meeting):
                 times[name].append(time.perf_counter() - start)
                 if name == "hook":
                     times["submit"].append(returned[-1] - start)
+    # Pieces of the hook's time to its future, apart: the Aggregator's own aggregate_async until it returns (the
+    # direct call pays it too), and making a future like the hook's.
+    for step in range(steps + 5):
+        buffer.copy_(source)
+        synchronize(device)
+        meeting()
+        start = time.perf_counter()
+        pending = direct.aggregate_async(views, stream=stream)
+        started = time.perf_counter()
+        pending.wait()
+        synchronize(device)
+        future_start = time.perf_counter()
+        torch.futures.Future(devices=[device]) if device.type == "cuda" else torch.futures.Future()
+        if step >= 5:
+            times["async"].append(started - start)
+            times["future"].append(time.perf_counter() - future_start)
     direct.close()
     for aggregator in state.aggregators.values():
         aggregator.close()
-    return tuple(statistics.median(times[name]) for name in ("direct", "hook", "submit"))
+    return tuple(statistics.median(times[name]) for name in ("direct", "hook", "submit", "async", "future"))
 
 
 def main():
@@ -135,9 +153,15 @@ def main():
         print("| bucket | direct Aggregator (us) | hook (us) | overhead (us) | overhead / direct | hook until its "
               "future returns (us) |")
         print("| --- | --- | --- | --- | --- | --- |")
-        for text, direct, hook, submit in rows:
+        for text, direct, hook, submit, _, _ in rows:
             print(f"| {text} | {1e6 * direct:.0f} | {1e6 * hook:.0f} | {1e6 * (hook - direct):.0f} | "
                   f"{100 * (hook - direct) / direct:.1f}% | {1e6 * submit:.0f} |")
+        print("\n| bucket | hook until its future returns (us) | of it, Aggregator.aggregate_async alone (us) | "
+              "a future like the hook's (us) | the rest: the hook's own work (us) |")
+        print("| --- | --- | --- | --- | --- |")
+        for text, _, _, submit, started, future in rows:
+            print(f"| {text} | {1e6 * submit:.0f} | {1e6 * started:.0f} | {1e6 * future:.0f} | "
+                  f"{1e6 * (submit - started - future):.0f} |")
     return 0
 
 

@@ -487,13 +487,11 @@ class AdamW(torch.optim.Optimizer):
                 norm = float(self._over_shards(torch.stack(squares).sum()).sqrt())
                 scale = min(1.0, self.max_grad_norm / (norm + 1e-6))
         finite = True
-        if self.guard:  # the count of shards with a non-finite element, over the node's shards too
+        if self.guard:  # every momentum finite; under FSDP2, over the node's shards too
             checks = [torch.isfinite(m).all() for _, _, _, momenta, *_ in cohorts for m in momenta]
-            if not checks:
-                finite = True
-            elif self._sharded:  # the count of non-finite shards over the node's shards too
+            if checks and self._sharded:  # the count of non-finite shards, summed over the node's
                 finite = not bool(self._over_shards((~torch.stack(checks)).sum().float()))
-            else:
+            elif checks:
                 finite = bool(torch.stack(checks).all())
         if not finite:  # nothing of this step is applied; the hook kept its momentum as well
             self._check_guard(step_now, 0.0, 0, False)

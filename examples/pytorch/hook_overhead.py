@@ -92,13 +92,17 @@ def measure(size_bytes, device, steps, bits, momentum, meeting):
         returned.append(time.perf_counter())
         future.wait()
 
+    def ready():
+        """The same input on every call, the device idle and every rank at the start line; returns the clock."""
+        buffer.copy_(source)
+        synchronize(device)
+        meeting()
+        return time.perf_counter()
+
     times = {"direct": [], "hook": [], "submit": [], "async": [], "future": []}
     for step in range(steps + 5):  # 5 warm-ups
         for name, call in (("direct", direct_call), ("hook", hook_call)):
-            buffer.copy_(source)
-            synchronize(device)
-            meeting()
-            start = time.perf_counter()
+            start = ready()
             call()
             synchronize(device)
             if step >= 5:
@@ -108,10 +112,7 @@ def measure(size_bytes, device, steps, bits, momentum, meeting):
     # Pieces of the hook's time to its future, apart: the Aggregator's own aggregate_async until it returns (the
     # direct call pays it too), and making a future like the hook's.
     for step in range(steps + 5):
-        buffer.copy_(source)
-        synchronize(device)
-        meeting()
-        start = time.perf_counter()
+        start = ready()
         pending = direct.aggregate_async(views, stream=stream)
         started = time.perf_counter()
         pending.wait()

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -50,6 +51,8 @@ GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
   nvlink::PeerGroupConfig& group = config.group;
   if (std::getenv("GRADAGG_NVLINK_ONE_SHOT_MAX") != nullptr)
     group.oneShotMaxBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_ONE_SHOT_MAX", 0));
+  if (std::getenv("GRADAGG_NVLINK_PACKET_MAX") != nullptr)
+    group.packetMaxBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_PACKET_MAX", 0));
   group.stagingBytes =
       static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_STAGING", static_cast<double>(group.stagingBytes)));
   group.timeoutSeconds = ParseNumber("GRADAGG_NVLINK_TIMEOUT", group.timeoutSeconds);
@@ -216,7 +219,10 @@ bool GpuNode::RegisteredAlike(const void* buffer, size_t bytes) {
   return values[0] == 1 && values[1] == -values[2] && values[3] == -values[4];
 }
 
-size_t GpuNode::AnyBufferMaxBytes() const { return fullyConnected() ? peers_->config().oneShotMaxBytes : ~size_t{0}; }
+size_t GpuNode::AnyBufferMaxBytes() const {
+  if (!fullyConnected()) return ~size_t{0};
+  return std::max(peers_->config().oneShotMaxBytes, peers_->config().packetMaxBytes);
+}
 
 nvlink::PeerGroup& GpuNode::peers() {
   if (!peers_)

@@ -27,6 +27,7 @@ GroupLink::GroupLink(MPI_Comm pair, std::vector<std::string> names, bool direct,
   // Forwards only: no one-shot inboxes, no push inbox, the smallest staging area.
   nvlink::PeerGroupConfig linkConfig = config;
   linkConfig.oneShotMaxBytes = 0;
+  linkConfig.packetMaxBytes = 0;
   linkConfig.stagingBytes = 0;
   linkConfig.reduction = nvlink::Reduction::kPull;
   peers_ = std::make_unique<nvlink::PeerGroup>(pair_.rank(), names_,

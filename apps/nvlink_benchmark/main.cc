@@ -143,7 +143,9 @@ int Run(const Settings& settings) {
     std::printf("# gradagg_nvlink_benchmark: %d ranks, %s, %d iterations, %d warm-ups\n", ranks,
                 ToString(settings.type), settings.sweep.iterations, settings.sweep.warmups);
     std::printf("# node: %s", node.Describe().c_str());
-    if (node.fullyConnected()) std::printf(", one-shot up to %zu bytes", node.peers().config().oneShotMaxBytes);
+    if (node.fullyConnected())
+      std::printf(", one-shot up to %zu bytes, packet two-shot up to %zu", node.peers().config().oneShotMaxBytes,
+                  node.peers().config().packetMaxBytes);
     std::printf("\n");
     if (host) std::printf("# host: the same node through host memory; vs_host = host time / gradagg time\n");
     std::printf("# NCCL: %s\n", nccl ? ("libnccl " + nccl->version() + ", NCCL_NVLS_ENABLE=0").c_str()

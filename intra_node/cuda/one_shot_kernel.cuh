@@ -1,7 +1,5 @@
-// One-shot allreduce, the low-latency path for small messages, in low-latency packets: every 4 bytes of data travel
-// with a 4-byte flag, two such pairs in one 16-byte store, so a receiver knows a word has landed by its own flag
-// alone (each 8-byte half is checked by itself, so a store split in two is still safe). No barrier, no fence, one
-// NVLink crossing.
+// One-shot allreduce, the low-latency path for small messages, in low-latency packets (packets.cuh). No barrier, no
+// fence, one NVLink crossing.
 //
 // 1. each block pushes its words of the local input into every peer's inbox, in the slot of this rank, each as
 //    {data, call number}; the first packet pair of the slot carries the call's signature;
@@ -11,7 +9,7 @@
 // has received this rank's packets of the call in between, sent after this rank finished reading half p.
 #pragma once
 
-#include "intra_node/cuda/peer_barrier.cuh"
+#include "intra_node/cuda/packets.cuh"
 #include "intra_node/cuda/vector_math.cuh"
 
 namespace gradagg::nvlink::device {
@@ -24,39 +22,6 @@ struct OneShotArgs {
   size_t slotPairs;                  // packet pairs (16 bytes) between two senders' slots in an inbox
   BarrierContext barrier;
 };
-
-__device__ inline void StorePair(uint4* slot, uint32_t first, uint32_t second, uint32_t flag) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(slot), "r"(first), "r"(flag), "r"(second),
-               "r"(flag)
-               : "memory");
-}
-
-// Spins until both packets of the pair carry `flag`; false when the deadline passes first.
-__device__ inline bool WaitPair(const uint4* slot, uint32_t flag, uint64_t deadline, uint32_t& first,
-                                uint32_t& second) {
-  uint32_t flag0, flag1;
-  for (int spins = 0;; ++spins) {
-    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(first), "=r"(flag0), "=r"(second), "=r"(flag1)
-                 : "l"(slot)
-                 : "memory");
-    if (flag0 == flag && flag1 == flag) return true;
-    if ((spins & 1023) == 1023 && GlobalTimerNs() > deadline) return false;
-  }
-}
-
-// Word w of the input: elements [w * k, w * k + k) with k = 4 / sizeof(T), zero past the end, read element by
-// element so any element-aligned pointer works.
-template <typename T>
-__device__ inline uint32_t LoadWord(const T* input, size_t count, size_t w) {
-  constexpr int kPerWord = 4 / static_cast<int>(sizeof(T));
-  uint32_t word = 0;
-  T* elements = reinterpret_cast<T*>(&word);
-#pragma unroll
-  for (int k = 0; k < kPerWord; ++k)
-    if (w * kPerWord + k < count) elements[k] = input[w * kPerWord + k];
-  return word;
-}
 
 template <typename T>
 __global__ void __launch_bounds__(512) OneShotAllReduceKernel(OneShotArgs args) {

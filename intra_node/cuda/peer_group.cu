@@ -1,7 +1,7 @@
 // The peer group: setup (each rank's scratch memory, shared over CUDA IPC), the table of registered buffers, the
 // barrier context, and the entry points that pick an algorithm: one-shot for small messages (one_shot_launch.cu),
-// two-shot pulled or all-push for the rest (two_shot_launch.cu, all_push_launch.cu), through the staging area for
-// unregistered buffers (staged_allreduce.cu).
+// the packet two-shot above it (packet_two_shot_launch.cu), two-shot pulled or all-push for the rest
+// (two_shot_launch.cu, all_push_launch.cu), through the staging area for unregistered buffers (staged_allreduce.cu).
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -39,9 +39,16 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
   GRADAGG_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device_));
 
   // 1. This rank's peer memory, control block zeroed before any peer can see it.
-  // An inbox slot holds one 8-byte packet per 4 bytes of data, plus the signature packet.
+  // An inbox slot holds the signature packet and one 8-byte packet per 4 bytes of data: the one-shot's whole message,
+  // or the packet two-shot's part of a shard and the sender's own shard's results.
   if (config_.oneShotMaxBytes == kAutomatic) config_.oneShotMaxBytes = DefaultOneShotMaxBytes(ranks());
-  inboxHalfBytes_ = RoundUp(2 * std::max<size_t>(config_.oneShotMaxBytes, 16) + 32, kAlignment) * ranks();
+  if (config_.packetMaxBytes == kAutomatic) config_.packetMaxBytes = DefaultPacketMaxBytes(ranks());
+  if (config_.packetMaxBytes > (16 << 20))  // its inbox: four times as many bytes, twice (call parity)
+    throw UsageError("the packet two-shot reaches 16 MiB at most, not " + std::to_string(config_.packetMaxBytes) +
+                     " bytes");
+  const size_t slotPairs = std::max((std::max<size_t>(config_.oneShotMaxBytes, 16) + 7) / 8 + 2,
+                                    1 + 2 * PacketShardPairs(config_.packetMaxBytes, ranks()));
+  inboxHalfBytes_ = RoundUp(slotPairs * 16, kAlignment) * ranks();
   // The push inbox: [round parity][block][sender] chunks.
   // All-push blocks: one per multiprocessor unless set. On 2 H200s a block pushed about 10 GB/s whatever it did, so
   // the links fill only with most of the GPU's blocks (16: 0.59x NCCL at 256 MiB, 66: 1.10x, 132: 1.20x).
@@ -252,6 +259,8 @@ void PeerGroup::AllReduce(const void* input, void* output, size_t count, Element
   Located in{}, out{};
   if (bytes <= config_.oneShotMaxBytes) {
     OneShot(input, output, count, type, stream);
+  } else if (bytes <= config_.packetMaxBytes) {
+    PacketTwoShot(input, output, count, type, stream);
   } else if (Find(input, bytes, in) == Lookup::kFound && Find(output, bytes, out) == Lookup::kFound) {
     CheckPeerBounds(in, bytes, "the allreduce input");
     CheckPeerBounds(out, bytes, "the allreduce output");

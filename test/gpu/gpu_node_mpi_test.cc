@@ -36,6 +36,36 @@ TEST_F(GpuNodeTest, OneShotAllReduceIsTheRankOrderSum) {
     for (size_t count : kCounts) CheckAllReduce(node, {count, type, 0, 0}, false, ++seed, stream_);
 }
 
+TEST_F(GpuNodeTest, PacketTwoShotAllReduceIsTheRankOrderSum) {
+  GpuNodeConfig config = Config(0);
+  config.group.packetMaxBytes = 4 << 20;  // GRADAGG_NVLINK_PACKET_MAX: every size below takes the packet two-shot
+  GpuNode node(MPI_COMM_WORLD, config);
+  uint32_t seed = 50;
+  for (ElementType type : kTypes)
+    for (bool registered : {false, true})
+      for (size_t count : kCounts) CheckAllReduce(node, {count, type, 0, 0}, registered, ++seed, stream_);
+  // Unaligned input and output, and in place.
+  for (ElementType type : kTypes) {
+    CheckAllReduce(node, {100003, type, 1, 3}, false, ++seed, stream_);
+    CheckAllReduce(node, {100003, type, 3, SIZE_MAX}, false, ++seed, stream_);
+    CheckAllReduce(node, {5, type, 1, SIZE_MAX}, false, ++seed, stream_);
+  }
+}
+
+TEST_F(GpuNodeTest, PacketTwoShotBetweenOtherPathsAndItsLimit) {
+  GpuNodeConfig config = Config(64 << 10);
+  config.group.packetMaxBytes = 1 << 20;
+  GpuNode node(MPI_COMM_WORLD, config);
+  uint32_t seed = 80;
+  // One-shot, packet, two-shot (staged) and back, alternating inbox halves in every order.
+  for (size_t count : {size_t{262144}, size_t{1000}, size_t{16385}, size_t{262145}, size_t{262144}, size_t{16383},
+                       size_t{300000}, size_t{70000}})
+    CheckAllReduce(node, {count, ElementType::kFloat32, 0, 0}, false, ++seed, stream_);
+  GpuNodeConfig tooLarge = Config(0);
+  tooLarge.group.packetMaxBytes = (16 << 20) + 1;
+  EXPECT_THROW(GpuNode(MPI_COMM_WORLD, tooLarge), UsageError);
+}
+
 TEST_F(GpuNodeTest, TwoShotAllReduceOnRegisteredBuffersIsTheRankOrderSum) {
   GpuNode node(MPI_COMM_WORLD, Config(0));
   uint32_t seed = 100;

@@ -25,6 +25,7 @@ namespace gradagg::test {
 inline GpuNodeConfig NodeConfig(size_t oneShotMaxBytes, int forcedGroupSize = 0, double timeout = 20.0) {
   GpuNodeConfig config = GpuNodeConfigFromEnvironment();
   config.group.oneShotMaxBytes = oneShotMaxBytes;
+  config.group.packetMaxBytes = 0;  // tests that want the packet two-shot ask for it
   config.group.stagingBytes = 1 << 20;  // small, so staged calls take several chunks
   config.group.timeoutSeconds = timeout;
   config.forcedGroupSize = forcedGroupSize;

@@ -201,8 +201,21 @@ void Aggregator::AggregateGradients(const std::vector<DeviceGradient>& gradients
   self.stats = self.RunDevice(gradients, stream, header, DeviceGradientProblem(gradients, self.BoundDevice()));
 }
 
+std::shared_ptr<DeviceCallTurn> Aggregator::Impl::IssueDeviceTurn() const {
+  return topology.ranksPerNode() > 1 ? DeviceCallTurn::Issue(options.timeoutSeconds) : nullptr;
+}
+
 AggregationStats Aggregator::Impl::RunDevice(const std::vector<DeviceGradient>& gradients, CudaStream stream,
-                                             GradientHeader* header, const std::string& problem) {
+                                             GradientHeader* header, const std::string& problem,
+                                             std::shared_ptr<DeviceCallTurn> turn) {
+  if (turn == nullptr) turn = IssueDeviceTurn();
+  if (turn != nullptr) turn->Wait();
+  struct EndTurn {
+    DeviceCallTurn* turn;
+    ~EndTurn() {
+      if (turn != nullptr) turn->End();
+    }
+  } endTurn{turn.get()};
   const BucketLayout callLayout = LayoutOf(gradients, options);
   const auto makePath = [&] {
     if (!device) device = MakeDevicePath(topology, options);

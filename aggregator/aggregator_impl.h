@@ -9,6 +9,7 @@
 
 #include "aggregator/background_call.h"
 #include "aggregator/cross_node_phase.h"
+#include "aggregator/device_call_order.h"
 #include "aggregator/device_handoff.h"
 #include "aggregator/device_path.h"
 #include "gradagg/aggregator.h"
@@ -77,8 +78,12 @@ struct Aggregator::Impl {
   // `keepStripe`: a reduce-scatter; *keepStripe gets this rank's shard.
   AggregationStats RunHostPhases(const FlatBuffers& flat, const BucketLayout& callLayout, bool contributes,
                                  ElementRange* keepStripe = nullptr);
+  // Device calls take turns with every Aggregator of the process (device_call_order.h) where a node has several
+  // ranks: `turn` is the one issued when the call was made, or null to issue it now.
   AggregationStats RunDevice(const std::vector<DeviceGradient>& gradients, CudaStream stream, GradientHeader* header,
-                             const std::string& problem);
+                             const std::string& problem, std::shared_ptr<DeviceCallTurn> turn = nullptr);
+  // The next device turn where the NVLink phase runs (several ranks per node), else null.
+  std::shared_ptr<DeviceCallTurn> IssueDeviceTurn() const;
 
   // Waits for the pending background call, keeps its stats, and throws its error unless a PendingAggregation
   // already did; then refuses (throws) if an earlier call failed. Every call but LastStats starts here: calls never

@@ -102,10 +102,12 @@ PendingAggregation Aggregator::AggregateGradientsAsync(const std::vector<DeviceG
     if (!self.handoff) self.handoff = MakeDeviceHandoff();
     self.handoff->Mark(stream);
   }
-  // A rank with a problem still takes part in the agreement, which then throws on every rank.
-  self.pending = self.background.Start([&self, gradients, header, problem] {
+  // A rank with a problem still takes part in the agreement, which then throws on every rank. The call's turn
+  // among the process's device calls is taken here, in the caller's order.
+  std::shared_ptr<DeviceCallTurn> turn = self.IssueDeviceTurn();
+  self.pending = self.background.Start([&self, gradients, header, problem, turn]() mutable {
     const CudaStream work = problem.empty() ? self.handoff->Resume() : nullptr;
-    return self.RunDevice(gradients, work, header, problem);
+    return self.RunDevice(gradients, work, header, problem, std::move(turn));
   });
   return PendingAggregation(self.pending);
 }
@@ -173,9 +175,11 @@ void Aggregator::Impl::DoubleBufferedCall(const std::vector<DeviceGradient>& gra
     if (header != nullptr) *header = ZeroedLike(*header);
   }
 
-  StartBuffered(slot, [this, slot, capture, problem] {
+  std::shared_ptr<DeviceCallTurn> turn = IssueDeviceTurn();
+  StartBuffered(slot, [this, slot, capture, problem, turn]() mutable {
     const CudaStream work = problem.empty() ? handoff->Resume() : nullptr;
-    return RunDevice(capture, work, buffered.hasHeader[slot] ? &buffered.headers[slot] : nullptr, problem);
+    return RunDevice(capture, work, buffered.hasHeader[slot] ? &buffered.headers[slot] : nullptr, problem,
+                     std::move(turn));
   });
 }
 

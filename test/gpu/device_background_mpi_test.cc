@@ -3,6 +3,7 @@
 // the serial simulation's. Skips itself (on every rank alike) without one GPU per rank.
 #include <cuda_runtime_api.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,39 @@ TEST_F(DeviceBackground, AsyncStartsAfterTheCallersQueuedWorkAndMatchesTheSimula
     EXPECT_TRUE(SameBits(result, oracle.Run(AllInputs(count, 60 + step)))) << "step " << step;
     EXPECT_TRUE(IdenticalOnAllRanks(result)) << "step " << step;
     EXPECT_EQ(header.numSamples, 2u * static_cast<uint64_t>(WorldSize()));
+  }
+}
+
+TEST_F(DeviceBackground, SeveralAggregatorsInFlightAtOnceEachMatchTheirSimulation) {
+  // A DDP hook keeps one Aggregator per bucket and starts the next bucket before the last is done. Their NVLink
+  // kernels spin until the peers' kernels of the same call arrive; several of them at once on each GPU once left
+  // each rank spinning in a call its peer could not fit beside its own, until the NVLink deadline (device turns,
+  // aggregator/device_call_order.h). Large calls: the all-push and pulled kernels, on every multiprocessor.
+  const AggregatorOptions options = Options(1);
+  constexpr int kAggregators = 4;
+  const size_t count = 8 << 20;
+  std::vector<std::unique_ptr<Aggregator>> aggregators;
+  std::vector<SerialSimulation> oracles;
+  for (int k = 0; k < kAggregators; ++k) {
+    aggregators.push_back(std::make_unique<Aggregator>(MPI_COMM_WORLD, options));
+    oracles.push_back(Oracle(options));
+  }
+  for (uint32_t step = 0; step < 4; ++step) {
+    std::vector<DeviceBuffer> gradients;
+    std::vector<PendingAggregation> pending;
+    for (int k = 0; k < kAggregators; ++k) {
+      const uint32_t seed = 700 + 10 * step + static_cast<uint32_t>(k);
+      gradients.push_back(DeviceBuffer::From(RandomGradient(count - 1000 * k, seed, WorldRank())));
+      pending.push_back(aggregators[k]->AggregateGradientsAsync(
+          {{gradients[k].get(), count - 1000 * k, DataType::kFloat32}}, stream_));
+    }
+    for (int k = 0; k < kAggregators; ++k) {
+      pending[k].Wait();
+      const std::vector<float> result = gradients[k].ToHost<float>(count - 1000 * k);
+      const uint32_t seed = 700 + 10 * step + static_cast<uint32_t>(k);
+      EXPECT_TRUE(SameBits(result, oracles[k].Run(AllInputs(count - 1000 * k, seed))))
+          << "step " << step << ", aggregator " << k;
+    }
   }
 }
 

@@ -17,10 +17,7 @@ size_t DefaultOneShotMaxBytes(int ranks) {
   return ranks <= 2 ? (2 << 20) : ranks <= 4 ? (256 << 10) : (128 << 10);
 }
 
-void PeerGroup::OneShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
-  if (count == 0) return;  // nothing moves, so no call is counted: every rank skips it alike
-  StartCall(Mix(Mix(2, static_cast<uint64_t>(type)), count));
-  device::OneShotArgs args{};
+void PeerGroup::FillPacketArgs(device::PacketArgs& args, const void* input, void* output, size_t count) const {
   args.input = input;
   args.output = output;
   args.count = count;
@@ -29,10 +26,20 @@ void PeerGroup::OneShot(const void* input, void* output, size_t count, ElementTy
     args.peerInbox[p] = reinterpret_cast<uint4*>(scratch_.peer[p] + kControlBytes + half);
   args.slotPairs = inboxHalfBytes_ / ranks() / sizeof(uint4);
   args.barrier = Barrier();
-  const size_t pairs = (count * ElementBytes(type) + 7) / 8;
+}
+
+int PeerGroup::PacketBlocks(size_t pairs) const {
   const size_t perBlock = static_cast<size_t>(config_.threads);
-  const int blocks = static_cast<int>(
+  return static_cast<int>(
       std::clamp<size_t>((pairs + perBlock - 1) / perBlock, 1, std::min(kMaxBlocks, 2 * multiprocessors_)));
+}
+
+void PeerGroup::OneShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
+  if (count == 0) return;  // nothing moves, so no call is counted: every rank skips it alike
+  StartCall(Mix(Mix(2, static_cast<uint64_t>(type)), count));
+  device::PacketArgs args{};
+  FillPacketArgs(args, input, output, count);
+  const int blocks = PacketBlocks((count * ElementBytes(type) + 7) / 8);
   cuda_detail::WithElementType(type, [&](auto element) {
     using T = decltype(element);
     device::OneShotAllReduceKernel<T><<<blocks, config_.threads, 0, stream>>>(args);

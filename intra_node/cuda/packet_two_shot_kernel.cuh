@@ -23,33 +23,26 @@
 namespace gradagg::nvlink::device {
 
 struct PacketTwoShotArgs {
-  const void* input;
-  void* output;
-  size_t count;
-  uint4* peerInbox[kMaxLocalRanks];  // rank p's inbox half for this call, mapped here (own one at [rank])
-  size_t slotPairs;                  // packet pairs between two senders' slots (>= 1 + 2 shardPairs)
-  size_t shardPairs;                 // data pairs per shard
-  BarrierContext barrier;
+  PacketArgs packets;  // slotPairs >= 1 + 2 shardPairs
+  size_t shardPairs;   // data pairs per shard
 };
 
 template <typename T>
-__global__ void __launch_bounds__(512) PacketTwoShotKernel(PacketTwoShotArgs args) {
-  constexpr int kPerPair = 8 / static_cast<int>(sizeof(T));
+__global__ void __launch_bounds__(512) PacketTwoShotKernel(PacketTwoShotArgs call) {
+  const PacketArgs& args = call.packets;
   const int rank = args.barrier.rank, ranks = args.barrier.ranks;
   const T* input = static_cast<const T*>(args.input);
   T* output = static_cast<T*>(args.output);
-  const size_t pairs = DivUp(args.count, kPerPair);
-  const size_t shard = args.shardPairs;
+  const size_t pairs = DivUp(args.count, 8 / sizeof(T));
+  const size_t shard = call.shardPairs;
   const BlockRange range = RangeOfBlock(shard, 1);
   const uint32_t flag = static_cast<uint32_t>(args.barrier.call);
-  const uint32_t signature = static_cast<uint32_t>(args.barrier.signature);
   // In every inbox, this rank's slot: [signature][its part of the owner's shard][its own shard's results].
   const size_t mySlot = static_cast<size_t>(rank) * args.slotPairs;
   const size_t results = 1 + shard;  // where a slot's results start
 
   // 1. Push each peer's part, at step j to rank + j (every receiver hears from one sender at a time).
-  if (blockIdx.x == 0 && threadIdx.x < ranks && threadIdx.x != rank)
-    StorePair(args.peerInbox[threadIdx.x] + mySlot, signature, signature, flag);
+  SendSignature(args, flag);
   for (size_t q = range.begin + threadIdx.x; q < range.end; q += blockDim.x) {
     for (int j = 1; j < ranks; ++j) {
       const int p = rank + j < ranks ? rank + j : rank + j - ranks;
@@ -63,37 +56,12 @@ __global__ void __launch_bounds__(512) PacketTwoShotKernel(PacketTwoShotArgs arg
   // 2. Sum this rank's shard in local-rank order; keep, and send, the result.
   const uint64_t deadline = GlobalTimerNs() + args.barrier.timeoutNs;
   const uint4* inbox = args.peerInbox[rank];
-  if (blockIdx.x == 0 && threadIdx.x < ranks && threadIdx.x != rank) {
-    uint32_t theirs = 0, copy = 0;
-    const int peer = static_cast<int>(threadIdx.x);
-    if (!WaitPair(inbox + peer * args.slotPairs, flag, deadline, theirs, copy)) {
-      RecordFailure(args.barrier, BarrierFailure::kTimeout, peer, 1, 0);
-    } else if (theirs != signature) {
-      RecordFailure(args.barrier, BarrierFailure::kMismatch, peer, 1, theirs);
-    }
-  }
+  CheckSignatures(args, flag, deadline);
   for (size_t q = range.begin + threadIdx.x; q < range.end; q += blockDim.x) {
     const size_t g = rank * shard + q;
     if (g >= pairs) break;
-    float acc[kPerPair];
-    for (int p = 0; p < ranks; ++p) {
-      uint32_t words[2];
-      if (p == rank) {
-        words[0] = LoadWord(input, args.count, 2 * g);
-        words[1] = LoadWord(input, args.count, 2 * g + 1);
-      } else if (!WaitPair(inbox + p * args.slotPairs + 1 + q, flag, deadline, words[0], words[1])) {
-        RecordFailure(args.barrier, BarrierFailure::kTimeout, p, 3, 0);
-        return;
-      }
-      const T* elements = reinterpret_cast<const T*>(words);
-#pragma unroll
-      for (int k = 0; k < kPerPair; ++k)
-        acc[k] = p == 0 ? ToFloat(elements[k]) : __fadd_rn(acc[k], ToFloat(elements[k]));
-    }
     uint32_t sum[2];
-    T* rounded = reinterpret_cast<T*>(sum);
-#pragma unroll
-    for (int k = 0; k < kPerPair; ++k) rounded[k] = FromFloat<T>(acc[k]);
+    if (!SumPairInRankOrder<T>(args, g, 1 + q, flag, deadline, 3, sum)) return;
     for (int j = 1; j < ranks; ++j) {
       const int p = rank + j < ranks ? rank + j : rank + j - ranks;
       StorePair(args.peerInbox[p] + mySlot + results + q, sum[0], sum[1], flag);

@@ -1,6 +1,5 @@
 // Packet two-shot allreduce for mid-sized messages on more than two GPUs: a reduce-scatter and an all-gather in
 // low-latency packets through the inboxes, one kernel, any buffer (packet_two_shot_kernel.cuh).
-#include <algorithm>
 #include <string>
 
 #include "gradagg/errors.h"
@@ -24,24 +23,14 @@ size_t PacketShardPairs(size_t bytes, int ranks) { return (bytes + 8 * ranks - 1
 void PeerGroup::PacketTwoShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
   if (count == 0) return;  // nothing moves, so no call is counted: every rank skips it alike
   const size_t shardPairs = PacketShardPairs(count * ElementBytes(type), ranks());
-  const size_t slotPairs = inboxHalfBytes_ / ranks() / sizeof(uint4);
-  if (1 + 2 * shardPairs > slotPairs)
+  if (1 + 2 * shardPairs > inboxHalfBytes_ / ranks() / sizeof(uint4))
     throw UsageError("a packet two-shot of " + std::to_string(count * ElementBytes(type)) +
                      " bytes does not fit the inbox (" + names_[rank_] + ")");
   StartCall(Mix(Mix(6, static_cast<uint64_t>(type)), count));
   device::PacketTwoShotArgs args{};
-  args.input = input;
-  args.output = output;
-  args.count = count;
-  const size_t half = (calls_ & 1) * inboxHalfBytes_;
-  for (int p = 0; p < ranks(); ++p)
-    args.peerInbox[p] = reinterpret_cast<uint4*>(scratch_.peer[p] + kControlBytes + half);
-  args.slotPairs = slotPairs;
+  FillPacketArgs(args.packets, input, output, count);
   args.shardPairs = shardPairs;
-  args.barrier = Barrier();
-  const size_t perBlock = static_cast<size_t>(config_.threads);
-  const int blocks = static_cast<int>(
-      std::clamp<size_t>((shardPairs + perBlock - 1) / perBlock, 1, std::min(kMaxBlocks, 2 * multiprocessors_)));
+  const int blocks = PacketBlocks(shardPairs);
   cuda_detail::WithElementType(type, [&](auto element) {
     using T = decltype(element);
     device::PacketTwoShotKernel<T><<<blocks, config_.threads, 0, stream>>>(args);

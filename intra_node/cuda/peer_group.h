@@ -34,6 +34,10 @@
 
 namespace gradagg::nvlink {
 
+namespace device {
+struct PacketArgs;
+}
+
 // Every rank's blob (all of one size), in local-rank order.
 using GroupAllGather = std::function<std::vector<char>(const std::vector<char>& mine)>;
 
@@ -166,6 +170,9 @@ class PeerGroup {
   void FusedAllReduce(const Located& input, const Located& output, size_t count, uint64_t signature, ElementType type,
                       cudaStream_t stream);
   void OneShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
+  // What both packet paths pass their kernel for this call (after StartCall), and their blocks for `pairs` per rank.
+  void FillPacketArgs(device::PacketArgs& args, const void* input, void* output, size_t count) const;
+  int PacketBlocks(size_t pairs) const;
   void PacketTwoShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
   void Staged(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
 

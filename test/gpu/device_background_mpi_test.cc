@@ -3,8 +3,10 @@
 // the serial simulation's. Skips itself (on every rank alike) without one GPU per rank.
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test/gpu/device_aggregation_fixture.h"
@@ -58,28 +60,39 @@ TEST_F(DeviceBackground, AsyncStartsAfterTheCallersQueuedWorkAndMatchesTheSimula
   }
 }
 
-TEST_F(DeviceBackground, SeveralAggregatorsInFlightAtOnceEachMatchTheirSimulation) {
-  // A DDP hook keeps one Aggregator per bucket and starts the next bucket before the last is done. Their NVLink
-  // kernels spin until the peers' kernels of the same call arrive; several of them at once on each GPU once left
-  // each rank spinning in a call its peer could not fit beside its own, until the NVLink deadline (device turns,
-  // aggregator/device_call_order.h). Large calls: the all-push and pulled kernels, on every multiprocessor.
+// Blocks the stream it is queued on for 300 ms without using the GPU.
+void CUDART_CB HoldStream(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
+
+TEST_F(DeviceBackground, AggregatorsStartedInOtherOrdersOnTheGpusDoNotHang) {
+  // A DDP hook keeps one Aggregator per bucket, each with a stream of its own, and starts the next bucket before the
+  // last is done. Their NVLink kernels spin until the same call's kernels on the node's other GPUs arrive, and one of
+  // 512 threads on every multiprocessor leaves room for at most four at once. Here local rank 0's first four calls
+  // may start at once and its last four are held back 300 ms on their streams; local rank 1's the other way round.
+  // Without device turns (aggregator/device_call_order.h) each GPU fills up with calls its peer cannot start, until
+  // the NVLink deadline; with them the calls run one at a time in the order they were made, on both.
   const AggregatorOptions options = Options(1);
-  constexpr int kAggregators = 4;
-  const size_t count = 8 << 20;
+  if (Aggregator(MPI_COMM_WORLD, options).ranksPerNode() < 2) GTEST_SKIP() << "needs a node of two ranks";
+  constexpr int kAggregators = 8;
+  const size_t count = 8 << 20;  // 32 MiB: all-push, a block on every multiprocessor
+  const bool firstHalfHeld = WorldRank() % 2 == 1;
   std::vector<std::unique_ptr<Aggregator>> aggregators;
   std::vector<SerialSimulation> oracles;
+  std::vector<cudaStream_t> streams(kAggregators);
   for (int k = 0; k < kAggregators; ++k) {
     aggregators.push_back(std::make_unique<Aggregator>(MPI_COMM_WORLD, options));
     oracles.push_back(Oracle(options));
+    ASSERT_EQ(cudaStreamCreate(&streams[k]), cudaSuccess);
   }
-  for (uint32_t step = 0; step < 4; ++step) {
+  for (uint32_t step = 0; step < 2; ++step) {
     std::vector<DeviceBuffer> gradients;
     std::vector<PendingAggregation> pending;
     for (int k = 0; k < kAggregators; ++k) {
       const uint32_t seed = 700 + 10 * step + static_cast<uint32_t>(k);
       gradients.push_back(DeviceBuffer::From(RandomGradient(count - 1000 * k, seed, WorldRank())));
+      if ((k < kAggregators / 2) == firstHalfHeld)
+        ASSERT_EQ(cudaLaunchHostFunc(streams[k], HoldStream, nullptr), cudaSuccess);
       pending.push_back(aggregators[k]->AggregateGradientsAsync(
-          {{gradients[k].get(), count - 1000 * k, DataType::kFloat32}}, stream_));
+          {{gradients[k].get(), count - 1000 * k, DataType::kFloat32}}, streams[k]));
     }
     for (int k = 0; k < kAggregators; ++k) {
       pending[k].Wait();
@@ -89,6 +102,7 @@ TEST_F(DeviceBackground, SeveralAggregatorsInFlightAtOnceEachMatchTheirSimulatio
           << "step " << step << ", aggregator " << k;
     }
   }
+  for (cudaStream_t stream : streams) cudaStreamDestroy(stream);
 }
 
 TEST_F(DeviceBackground, AsyncBadTensorsThrowFromWaitOnEveryRank) {

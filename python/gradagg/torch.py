@@ -103,6 +103,7 @@ class GradaggState(HookTraffic):
         self.aggregators = {}
         self.momenta = {}
         self.momentum_views = {}  # parameter -> its slice of its bucket's momentum
+        self._views = {}  # bucket key -> (its buffer, tensors_of it): split once, not at every call
         self.calls = {}
         self.keys = {}  # bucket index -> the key of the bucket now at that index
         self.world_size = None
@@ -168,6 +169,7 @@ class GradaggState(HookTraffic):
             if aggregator is not None:
                 aggregator.close()
         self.momenta.pop(old, None)
+        self._views.pop(old, None)
 
     def state_dict(self):
         """What the hook owes between steps, for torch.save beside the model and optimizer (each rank saves its own):
@@ -262,7 +264,10 @@ def comm_hook(state, bucket):
                 state.momentum_views[parameter] = view.view(parameter.shape)
     if momentum is not None:
         _follow_loss_scale(state, key, momentum)
-    pending, finish = _start(state, aggregator, parameters, tensors_of(bucket), momentum, buffer, bucket.is_last())
+    cached = state._views.get(key)
+    if cached is None or cached[0].data_ptr() != buffer.data_ptr():  # the same storage: its views still hold
+        cached = state._views[key] = (buffer, tensors_of(bucket))
+    pending, finish = _start(state, aggregator, parameters, cached[1], momentum, buffer, bucket.is_last())
     state._queue.put((aggregator, pending, finish, future, buffer))
     return future
 

@@ -8,7 +8,8 @@
      output is the aggregated momentum, beta * m + g averaged); with a float32 warm-up (full_precision_steps), a
      float32 Aggregator's for the first steps, then a fresh 1-bit one's;
   3. an overflow (an Inf in one rank's gradients, as AMP's loss scaling makes): every rank gets non-finite
-     gradients back, so the GradScaler skips the step, the momentum keeps its value, and the next step is finite.
+     gradients back, so the GradScaler skips the step, the momentum keeps its value, and the next step is finite;
+  4. a bucket whose buffer moved to other memory between calls is aggregated where it is now.
 
   mpirun -np N python3 test_torch.py     (GRADAGG_RANKS_PER_NODE chooses the emulated nodes; GPUs: rank i uses
                                           GPU i % count, so ranks may share one with GRADAGG_NVLINK_SHARE_GPUS=1)
@@ -119,6 +120,43 @@ def check_overflow(rank, size, device):
         aggregator.close()
 
 
+class StandInBucket:
+    """The GradBucket methods the hook uses."""
+
+    def __init__(self, parameters, buffer):
+        self._parameters, self._buffer = parameters, buffer
+
+    def buffer(self):
+        return self._buffer
+
+    def parameters(self):
+        return self._parameters
+
+    def index(self):
+        return 0
+
+    def is_last(self):
+        return True
+
+
+def check_moved_buffer(rank, size, device):
+    """A bucket whose buffer is another tensor at its next call (the same parameters, index and size): the hook,
+    which keeps a bucket's views between calls, aggregates the new buffer and returns it, not the old one's views."""
+    parameters = [torch.nn.Parameter(torch.zeros(n, device=device)) for n in (300, 200)]
+    state = gradagg.torch.GradaggState(bits=32, check_optimizers=False)  # exact: the mean of small integers
+    kept = []
+    for call in range(3):
+        buffer = torch.full((500,), float(rank + 1 + 10 * call), device=device)
+        kept.append(buffer)  # the old buffers stay alive: a new one never reuses their memory
+        result = gradagg.torch.comm_hook(state, StandInBucket(parameters, buffer)).wait()
+        expected = (size + 1) / 2 + 10 * call
+        assert result.data_ptr() == buffer.data_ptr(), f"call {call}: the hook returned another tensor"
+        assert torch.all(buffer == expected), (f"call {call}: the new buffer holds {buffer[:3].tolist()}, not the "
+                                               f"mean {expected}")
+    for aggregator in state.aggregators.values():
+        aggregator.close()
+
+
 def on_device(check):
     """The check on this rank's device (set as the current one), named in the verdict."""
     def run(rank, size):
@@ -137,7 +175,8 @@ def main():
         ("hook with momentum", on_device(lambda rank, size, device: check_hook(rank, size, device, 0.9))),
         ("hook with a float32 warm-up",
          on_device(lambda rank, size, device: check_hook(rank, size, device, 0.9, 2, 5))),
-        ("overflow", on_device(check_overflow))], 29511)
+        ("overflow", on_device(check_overflow)),
+        ("a bucket's buffer moved", on_device(check_moved_buffer))], 29511)
 
 
 if __name__ == "__main__":

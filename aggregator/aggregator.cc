@@ -209,7 +209,14 @@ AggregationStats Aggregator::Impl::RunDevice(const std::vector<DeviceGradient>& 
                                              GradientHeader* header, const std::string& problem,
                                              std::shared_ptr<DeviceCallTurn> turn) {
   if (turn == nullptr) turn = IssueDeviceTurn();
-  if (turn != nullptr) turn->Wait();
+  if (turn != nullptr) {
+    try {
+      turn->Wait();
+    } catch (const std::exception& error) {  // this rank's alone: its peers wait for it in the agreement
+      failure = error.what();
+      throw;
+    }
+  }
   struct EndTurn {
     DeviceCallTurn* turn;
     ~EndTurn() {

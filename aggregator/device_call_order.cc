@@ -4,9 +4,9 @@
 #include <condition_variable>
 #include <mutex>
 #include <set>
-#include <stdexcept>
 #include <string>
 
+#include "gradagg/errors.h"
 #include "mpi/mpi_error.h"
 
 namespace gradagg {
@@ -23,8 +23,8 @@ struct Turns {
 };
 
 Turns& ProcessTurns() {
-  static Turns turns;
-  return turns;
+  static Turns* turns = new Turns;  // never destroyed: background threads may still end turns at exit
+  return *turns;
 }
 
 }  // namespace
@@ -38,11 +38,19 @@ std::shared_ptr<DeviceCallTurn> DeviceCallTurn::Issue(double timeoutSeconds) {
 void DeviceCallTurn::Wait() const {
   Turns& turns = ProcessTurns();
   std::unique_lock<std::mutex> lock(turns.mutex);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeoutSeconds_);
-  if (!turns.changed.wait_until(lock, deadline, [&] { return turns.served == ticket_; }))
-    throw std::runtime_error("a device aggregation waited more than " + std::to_string(timeoutSeconds_) +
-                             " s for " + std::to_string(ticket_ - turns.served) +
-                             " earlier one(s) of this process's Aggregators to end (" + RankAndHost() + ")");
+  if (timeoutSeconds_ <= 0) {  // GRADAGG_TIMEOUT=0: no limit
+    turns.changed.wait(lock, [&] { return turns.served == ticket_; });
+    return;
+  }
+  // The limit is for each call ahead to end, not for the whole queue: it starts again whenever one does.
+  const auto limit = std::chrono::duration<double>(timeoutSeconds_);
+  while (turns.served != ticket_) {
+    const uint64_t ahead = turns.served;
+    if (!turns.changed.wait_for(lock, limit, [&] { return turns.served != ahead; }))
+      throw TimeoutError("a device aggregation waited more than " + std::to_string(timeoutSeconds_) + " s (" +
+                         "GRADAGG_TIMEOUT) for the call ahead of it, one of " + std::to_string(ticket_ - ahead) +
+                         " earlier one(s) of this process's Aggregators, to end (" + RankAndHost() + ")");
+  }
 }
 
 void DeviceCallTurn::End() {

@@ -23,7 +23,8 @@ class DeviceCallTurn {
   DeviceCallTurn(const DeviceCallTurn&) = delete;
   DeviceCallTurn& operator=(const DeviceCallTurn&) = delete;
 
-  // Blocks until every turn issued before this one has ended; throws std::runtime_error once the timeout passes.
+  // Blocks until every turn issued before this one has ended; throws TimeoutError when the one ahead has not ended
+  // within the timeout (0 or less: no limit).
   void Wait() const;
   // This turn's call is over (or will never run): the next turn may start. Idempotent.
   void End();

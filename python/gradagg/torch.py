@@ -104,6 +104,7 @@ class GradaggState(HookTraffic):
         self.momenta = {}
         self.momentum_views = {}  # parameter -> its slice of its bucket's momentum
         self._views = {}  # bucket key -> (its buffer, tensors_of it): split once, not at every call
+        self._views_used = set()  # the keys of this step's buckets so far: the others' views go after its last one
         self.calls = {}
         self.keys = {}  # bucket index -> the key of the bucket now at that index
         self.world_size = None
@@ -267,6 +268,11 @@ def comm_hook(state, bucket):
     cached = state._views.get(key)
     if cached is None or cached[0].data_ptr() != buffer.data_ptr():  # the same storage: its views still hold
         cached = state._views[key] = (buffer, tensors_of(bucket))
+    state._views_used.add(key)
+    if bucket.is_last():  # a bucket DDP no longer has (its rebuild may make fewer) keeps no buffer alive
+        for stale in state._views.keys() - state._views_used:
+            del state._views[stale]
+        state._views_used.clear()
     pending, finish = _start(state, aggregator, parameters, cached[1], momentum, buffer, bucket.is_last())
     state._queue.put((aggregator, pending, finish, future, buffer))
     return future

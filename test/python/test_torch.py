@@ -9,13 +9,16 @@
      float32 Aggregator's for the first steps, then a fresh 1-bit one's;
   3. an overflow (an Inf in one rank's gradients, as AMP's loss scaling makes): every rank gets non-finite
      gradients back, so the GradScaler skips the step, the momentum keeps its value, and the next step is finite;
-  4. a bucket whose buffer moved to other memory between calls is aggregated where it is now.
+  4. a bucket whose buffer moved to other memory between calls is aggregated where it is now, and one DDP no longer
+     hands over is not kept alive.
 
   mpirun -np N python3 test_torch.py     (GRADAGG_RANKS_PER_NODE chooses the emulated nodes; GPUs: rank i uses
                                           GPU i % count, so ranks may share one with GRADAGG_NVLINK_SHARE_GPUS=1)
 Prints "python_torch_test: PASS" on rank 0 when every rank passed.
 """
+import gc
 import sys
+import weakref
 
 try:
     import torch
@@ -123,8 +126,8 @@ def check_overflow(rank, size, device):
 class StandInBucket:
     """The GradBucket methods the hook uses."""
 
-    def __init__(self, parameters, buffer):
-        self._parameters, self._buffer = parameters, buffer
+    def __init__(self, parameters, buffer, index=0, last=True):
+        self._parameters, self._buffer, self._index, self._last = parameters, buffer, index, last
 
     def buffer(self):
         return self._buffer
@@ -133,15 +136,18 @@ class StandInBucket:
         return self._parameters
 
     def index(self):
-        return 0
+        return self._index
 
     def is_last(self):
-        return True
+        return self._last
 
 
 def check_moved_buffer(rank, size, device):
     """A bucket whose buffer is another tensor at its next call (the same parameters, index and size): the hook,
-    which keeps a bucket's views between calls, aggregates the new buffer and returns it, not the old one's views."""
+    which keeps a bucket's views between calls, aggregates the new buffer and returns it, not the old one's views.
+    Needs two ranks or more (with one, the mean is the input)."""
+    if size < 2:
+        return
     parameters = [torch.nn.Parameter(torch.zeros(n, device=device)) for n in (300, 200)]
     state = gradagg.torch.GradaggState(bits=32, check_optimizers=False)  # exact: the mean of small integers
     kept = []
@@ -153,6 +159,23 @@ def check_moved_buffer(rank, size, device):
         assert result.data_ptr() == buffer.data_ptr(), f"call {call}: the hook returned another tensor"
         assert torch.all(buffer == expected), (f"call {call}: the new buffer holds {buffer[:3].tolist()}, not the "
                                                f"mean {expected}")
+    for aggregator in state.aggregators.values():
+        aggregator.close()
+
+
+def check_gone_bucket(rank, size, device):
+    """A bucket that DDP no longer hands over (its rebuild may make fewer) is not kept alive by the hook's views."""
+    first = [torch.nn.Parameter(torch.zeros(100, device=device))]
+    second = [torch.nn.Parameter(torch.zeros(50, device=device))]
+    state = gradagg.torch.GradaggState(bits=32, check_optimizers=False)
+    gone = torch.ones(50, device=device)
+    gradagg.torch.comm_hook(state, StandInBucket(first, torch.ones(100, device=device), 0, False)).wait()
+    gradagg.torch.comm_hook(state, StandInBucket(second, gone, 1, True)).wait()
+    watch = weakref.ref(gone)
+    del gone
+    gradagg.torch.comm_hook(state, StandInBucket(first, torch.ones(100, device=device), 0, True)).wait()
+    gc.collect()
+    assert watch() is None, "the hook still holds the buffer of a bucket that is gone"
     for aggregator in state.aggregators.values():
         aggregator.close()
 
@@ -176,7 +199,8 @@ def main():
         ("hook with a float32 warm-up",
          on_device(lambda rank, size, device: check_hook(rank, size, device, 0.9, 2, 5))),
         ("overflow", on_device(check_overflow)),
-        ("a bucket's buffer moved", on_device(check_moved_buffer))], 29511)
+        ("a bucket's buffer moved", on_device(check_moved_buffer)),
+        ("a bucket gone", on_device(check_gone_bucket))], 29511)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "gradagg/errors.h"
+
 namespace gradagg {
 namespace {
 
@@ -61,12 +63,38 @@ TEST(DeviceCallTurn, AWaitGivesUpAfterItsTimeoutNamingTheCallsBeforeIt) {
   try {
     waiting->Wait();
     FAIL() << "the wait should have timed out";
-  } catch (const std::runtime_error& error) {
-    EXPECT_NE(std::string(error.what()).find("1 earlier one(s)"), std::string::npos) << error.what();
+  } catch (const TimeoutError& error) {
+    EXPECT_NE(std::string(error.what()).find("one of 1 earlier one(s)"), std::string::npos) << error.what();
   }
   blocking->End();
   waiting->Wait();  // its turn now
   waiting->End();
+}
+
+TEST(DeviceCallTurn, TheLimitIsForTheCallAheadNotForTheWholeQueue) {
+  // Two calls ahead end 60 ms apart; the third waits 120 ms in all with a 100 ms limit, and passes: each call ahead
+  // ended within it. A zero limit waits as long as it takes.
+  auto first = DeviceCallTurn::Issue(10.0);
+  auto second = DeviceCallTurn::Issue(10.0);
+  auto third = DeviceCallTurn::Issue(0.1);
+  auto fourth = DeviceCallTurn::Issue(0.0);
+  first->Wait();
+  std::thread ender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    first->End();
+    second->Wait();
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    second->End();
+  });
+  EXPECT_NO_THROW(third->Wait());
+  ender.join();
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    third->End();
+  });
+  EXPECT_NO_THROW(fourth->Wait());
+  later.join();
+  fourth->End();
 }
 
 }  // namespace

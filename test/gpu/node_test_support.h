@@ -120,6 +120,11 @@ inline void CheckAllReduce(GpuNode& node, const Case& c, bool registered, uint32
   node.ThrowIfFailed();
   std::vector<uint8_t> result(c.count * bytes);
   if (c.count > 0) ASSERT_EQ(cudaMemcpy(result.data(), output, result.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  if (!inPlace) {  // the 8 elements after the output are still the poison: nothing was stored past its end
+    std::vector<uint8_t> tail(8 * bytes);
+    ASSERT_EQ(cudaMemcpy(tail.data(), output + c.count * bytes, tail.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(tail, std::vector<uint8_t>(tail.size(), 0xff)) << "count " << c.count << ": a store past the end";
+  }
   const std::vector<uint8_t> expected = RankOrderSum(0, c.count, c.type, WorldSize(), seed, c.count);
   size_t wrong = 0, first = SIZE_MAX;
   for (size_t i = 0; i < c.count; ++i)

@@ -29,8 +29,6 @@ class DeviceCallTurn {
   // This turn's call is over (or will never run): the next turn may start. Idempotent.
   void End();
 
-  uint64_t ticket() const { return ticket_; }
-
  private:
   uint64_t ticket_;
   double timeoutSeconds_;

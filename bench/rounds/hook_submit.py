@@ -7,7 +7,9 @@ as examples/pytorch/hook_overhead.py builds it). One line of medians in microsec
       [--calls 250] [--device cpu|cuda]
 Run it under two PYTHONPATHs in turn to compare two versions of the package."""
 import argparse
+import os
 import statistics
+import sys
 import time
 
 import torch
@@ -15,22 +17,8 @@ import torch
 import gradagg
 import gradagg.torch
 
-
-class StandInBucket:
-    def __init__(self, parameters, buffer):
-        self._parameters, self._buffer = parameters, buffer
-
-    def buffer(self):
-        return self._buffer
-
-    def parameters(self):
-        return self._parameters
-
-    def index(self):
-        return 0
-
-    def is_last(self):
-        return True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "pytorch"))
+from hook_overhead import StandInBucket  # noqa: E402  (the same stand-in as the two-rank measurement)
 
 
 def main():

@@ -18,6 +18,7 @@
 #pragma once
 
 #include "intra_node/cuda/packets.cuh"
+#include "intra_node/cuda/peer_order.h"
 #include "intra_node/cuda/vector_math.cuh"
 
 namespace gradagg::nvlink::device {
@@ -45,7 +46,7 @@ __global__ void __launch_bounds__(512) PacketTwoShotKernel(PacketTwoShotArgs cal
   SendSignature(args, flag);
   for (size_t q = range.begin + threadIdx.x; q < range.end; q += blockDim.x) {
     for (int j = 1; j < ranks; ++j) {
-      const int p = rank + j < ranks ? rank + j : rank + j - ranks;
+      const int p = PeerAt(PeerOrder::kRotated, rank, ranks, j);
       const size_t g = p * shard + q;
       if (g >= pairs) continue;
       StorePair(args.peerInbox[p] + mySlot + 1 + q, LoadWord(input, args.count, 2 * g),
@@ -63,7 +64,7 @@ __global__ void __launch_bounds__(512) PacketTwoShotKernel(PacketTwoShotArgs cal
     uint32_t sum[2];
     if (!SumPairInRankOrder<T>(args, g, 1 + q, flag, deadline, 3, sum)) return;
     for (int j = 1; j < ranks; ++j) {
-      const int p = rank + j < ranks ? rank + j : rank + j - ranks;
+      const int p = PeerAt(PeerOrder::kRotated, rank, ranks, j);
       StorePair(args.peerInbox[p] + mySlot + results + q, sum[0], sum[1], flag);
     }
     StorePairElements(output, args.count, g, sum);

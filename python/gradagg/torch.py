@@ -170,7 +170,6 @@ class GradaggState(HookTraffic):
             if aggregator is not None:
                 aggregator.close()
         self.momenta.pop(old, None)
-        self._views.pop(old, None)
 
     def state_dict(self):
         """What the hook owes between steps, for torch.save beside the model and optimizer (each rank saves its own):

@@ -16,6 +16,7 @@
 
 #include "mpi/ordered_exchange.h"
 #include "quantize/bucket_layout.h"
+#include "quantize/sum_term.h"
 
 namespace gradagg {
 
@@ -53,6 +54,9 @@ class CrossNodeBackend {
   virtual void Encode(const float* values, float* residual, size_t layout, void* wire) = 0;
   virtual void Decode(const void* wire, size_t layout, float* out, bool count) = 0;
   virtual void DecodeAccumulate(const void* wire, size_t layout, float* sum) = 0;
+  // Encode of first + Decode(addend), the sum never stored: the bytes and residual of DecodeAccumulate(addend,
+  // layout, a copy of the first term (Decode of it, for a wire image)) followed by Encode of that copy.
+  virtual void EncodeSum(SumTerm first, const void* addend, float* residual, size_t layout, void* wire) = 0;
   // Element-wise float32, one rounding each: to = from; sum += values; values += residual, residual = 0.
   virtual void Copy(float* to, const float* from, size_t count) = 0;
   virtual void Add(float* sum, const float* values, size_t count) = 0;

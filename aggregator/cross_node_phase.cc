@@ -40,7 +40,8 @@ void CrossNodePhase::Reshape(const BucketLayout& layout) {
   CrossNodeBackend& backend = *backend_;
   stripeResidual_ = backend.Allocate(layout.elements() * sizeof(float));
   ownResidual_ = backend.Allocate(ownBytes);
-  ownSum_ = backend.Allocate(ownBytes);
+  ownSum_ = backend.Allocate(SumsInEncode() ? 0 : ownBytes);
+  ownStripeResidualZero_ = true;
   stripeWire_ = backend.AllocateMessages(RoundUp(plan_.stripeWireBytes, alignment));
   ownWire_ = backend.AllocateMessages(ownSlotBytes_);
   received_ = backend.AllocateMessages(ownSlotBytes_ * position_.nodes);
@@ -50,6 +51,7 @@ void CrossNodePhase::ResetResiduals() {
   if (!shaped_) return;
   backend_->Zero(stripeResidual_.get(), plan_.stripe.elements() * sizeof(float));
   backend_->Zero(ownResidual_.get(), plan_.own.count * sizeof(float));
+  ownStripeResidualZero_ = true;
 }
 
 void CrossNodePhase::ExportResiduals(std::vector<float>* stripe, std::vector<float>* own) const {
@@ -75,6 +77,7 @@ void CrossNodePhase::InstallImportedResiduals() {
   }
   backend_->Upload(stripeResidual_.get(), importedStripe_.data(), importedStripe_.size() * sizeof(float));
   backend_->Upload(ownResidual_.get(), importedOwn_.data(), importedOwn_.size() * sizeof(float));
+  ownStripeResidualZero_ = false;
   importedStripe_ = std::vector<float>();
   importedOwn_ = std::vector<float>();
 }
@@ -97,9 +100,10 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
 
   // 1-3. Each part (a piece of an owner's sub-stripe) is quantized just before it is sent (beforeSend), so the first
   //      part is on the wire while the next is quantized; our own parts once every part is sent (afterSends), while
-  //      they travel. Each piece of our sub-stripe is summed in source-node order as its parts arrive, and once the
-  //      last node's part is in, re-quantized with the second residual while later pieces travel. Without
-  //      quantizeOwnStripe our own part enters our sum exactly, its residual folded in and so consumed.
+  //      they travel. Each piece of our sub-stripe is summed in source-node order as its parts arrive, the last term
+  //      added inside its re-quantization with the second residual (EncodeSum) while later pieces travel. Without
+  //      quantizeOwnStripe our own part enters our sum exactly, its residual folded in and so consumed (the fold is
+  //      skipped while that residual is known to be zero: it is never written again).
   const auto quantizePart = [&](int partIndex) {
     const auto part = static_cast<size_t>(partIndex);
     const size_t begin = plan_.parts[part].begin;
@@ -114,10 +118,16 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
       for (size_t part = ownIndex; part < plan_.parts.size(); part += position_.nodes) {
         quantizePart(static_cast<int>(part));
       }
-    } else if (stripeResidual != nullptr) {  // counted with the encodes, as it replaces one
+    } else if (stripeResidual != nullptr && !ownStripeResidualZero_) {  // counted with the encodes, as it replaces one
       backend.Time(CodecStep::kEncode,
                    [&] { backend.Fold(stripe + own.begin, stripeResidual + own.begin, own.count); });
+      ownStripeResidualZero_ = true;
     }
+  };
+  // The wire image of `part`'s term of our sum, or nullptr for our own part entering exactly.
+  const auto termWire = [&](size_t part) -> const void* {
+    if (plan_.Owner(part) != ownIndex) return scatter.receives[part].data;
+    return quantizeOwnStripe_ ? stripeWire + plan_.StripeWireOffset(plan_.OwnPart(part)) : nullptr;
   };
   const auto sumInOrder = [&](int partIndex) {
     const auto part = static_cast<size_t>(partIndex);
@@ -125,30 +135,40 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
     const size_t ownPart = plan_.OwnPart(part);
     const ElementRange piece = plan_.parts[ownPart];
     const size_t pieceOffset = piece.begin - own.begin;  // in our sub-stripe
-    float* pieceSum = sum + pieceOffset;
+    float* pieceSum = sum != nullptr ? sum + pieceOffset : nullptr;  // none with SumsInEncode
+    const float* exact = stripe + piece.begin;
+    float* residual = ownResidual != nullptr ? ownResidual + pieceOffset : nullptr;
+    void* sumWire = ownWire + plan_.partWireOffsets[ownPart];
+    const void* wire = termWire(part);
+    if (SumsInEncode()) {  // one pass once the second term is here; exact + other == other + exact, bit for bit
+      if (source != lastNode) return;
+      const void* node0 = termWire(part - source);
+      const void* node1 = termWire(part - source + 1);
+      const SumTerm first = node0 != nullptr && node1 != nullptr ? SumTerm{nullptr, node0} : SumTerm{exact, nullptr};
+      const void* addend = node1 != nullptr ? node1 : node0;
+      backend.Time(CodecStep::kEncode, [&] { backend.EncodeSum(first, addend, residual, ownPart, sumWire); });
+      return;
+    }
+    if (source == lastNode && source != 0 && wire != nullptr) {
+      backend.Time(CodecStep::kEncode,
+                   [&] { backend.EncodeSum(SumTerm{pieceSum, nullptr}, wire, residual, ownPart, sumWire); });
+      return;
+    }
     backend.Time(CodecStep::kDecode, [&] {
-      if (source == ownIndex && !quantizeOwnStripe_) {
-        const float* exact = stripe + piece.begin;
+      if (wire == nullptr) {
         if (source == 0) {
           backend.Copy(pieceSum, exact, piece.count);
         } else {
           backend.Add(pieceSum, exact, piece.count);
         }
-        return;
-      }
-      const void* wire =
-          source == ownIndex ? stripeWire + plan_.StripeWireOffset(ownPart) : scatter.receives[part].data;
-      if (source == 0) {
+      } else if (source == 0) {
         backend.Decode(wire, ownPart, pieceSum, false);
       } else {
         backend.DecodeAccumulate(wire, ownPart, pieceSum);
       }
     });
     if (source != lastNode) return;
-    backend.Time(CodecStep::kEncode, [&] {
-      backend.Encode(pieceSum, ownResidual != nullptr ? ownResidual + pieceOffset : nullptr, ownPart,
-                     ownWire + plan_.partWireOffsets[ownPart]);
-    });
+    backend.Time(CodecStep::kEncode, [&] { backend.Encode(pieceSum, residual, ownPart, sumWire); });
   };
   backend.Exchange(cross_, kScatterTag, scatter.sends, scatter.receives, quantizePart, prepareOwnParts, sumInOrder,
                    "phase 2, the quantized parts of our sub-stripe");

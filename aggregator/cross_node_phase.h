@@ -57,6 +57,8 @@ class CrossNodePhase {
  private:
   void Reshape(const BucketLayout& layout);
   void InstallImportedResiduals();
+  // With two nodes each piece's sum has two terms, which meet only in its re-quantization: no sum is stored.
+  bool SumsInEncode() const { return position_.nodes == 2; }
 
   MPI_Comm cross_;
   NodePosition position_;
@@ -71,7 +73,8 @@ class CrossNodePhase {
   size_t ownSlotBytes_ = 0;       // a received part's slot, a multiple of the backend's alignment
   BackendMemory stripeResidual_;  // r1, over the stripe
   BackendMemory ownResidual_;     // r2, over the sub-stripe we own
-  BackendMemory ownSum_;
+  BackendMemory ownSum_;          // the sum of our sub-stripe's parts but the last (none with two nodes: SumsInEncode)
+  bool ownStripeResidualZero_ = true;  // r1 over our own sub-stripe is all zero (it is, once folded and not imported)
   BackendMemory stripeWire_;    // our quantized stripe; then everyone's quantized sums
   BackendMemory ownWire_;       // our quantized sum
   BackendMemory received_;      // one slot per node for the parts of our sub-stripe

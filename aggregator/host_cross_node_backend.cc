@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "aggregator/partition.h"
 #include "aggregator/stopwatch.h"
@@ -47,6 +48,17 @@ class HostCrossNodeBackend final : public CrossNodeBackend {
   void DecodeAccumulate(const void* wire, size_t layout, float* sum) override {
     quantizer_.DecodeAccumulate(wire, layouts_[layout], sum);
   }
+  void EncodeSum(SumTerm first, const void* addend, float* residual, size_t layout, void* wire) override {
+    const BucketLayout& buckets = layouts_[layout];
+    if (first.wire != nullptr) {
+      sum_.resize(buckets.elements());
+      quantizer_.Decode(first.wire, buckets, sum_.data());
+    } else {
+      sum_.assign(first.values, first.values + buckets.elements());
+    }
+    quantizer_.DecodeAccumulate(addend, buckets, sum_.data());
+    quantizer_.Encode(sum_.data(), residual, buckets, wire);
+  }
   void Copy(float* to, const float* from, size_t count) override {
     if (count > 0) std::memcpy(to, from, count * sizeof(float));
   }
@@ -84,6 +96,7 @@ class HostCrossNodeBackend final : public CrossNodeBackend {
   Quantizer quantizer_;
   double timeoutSeconds_;
   std::vector<BucketLayout> layouts_;
+  std::vector<float> sum_;  // EncodeSum's sum
   size_t nonFinite_ = 0;
   double seconds_[2] = {};  // by CodecStep
 };

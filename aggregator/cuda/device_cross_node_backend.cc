@@ -104,6 +104,9 @@ class CudaCrossNodeBackend final : public DeviceCrossNodeBackend {
   void DecodeAccumulate(const void* wire, size_t layout, float* sum) override {
     quantizer_.DecodeAccumulate(wire, layouts_[layout], sum, stream_);
   }
+  void EncodeSum(SumTerm first, const void* addend, float* residual, size_t layout, void* wire) override {
+    quantizer_.EncodeSum(first, addend, residual, layouts_[layout], wire, stream_);
+  }
   void Copy(float* to, const float* from, size_t count) override {
     GRADAGG_CUDA_CHECK(cudaMemcpyAsync(to, from, count * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
   }

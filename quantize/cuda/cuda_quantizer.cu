@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/cuda/cuda_error.h"
@@ -20,6 +21,7 @@ namespace {
 
 using cuda_detail::DecodeArgs;
 using cuda_detail::EncodeArgs;
+using cuda_detail::EncodeInput;
 using cuda_detail::EncodeMode;
 
 constexpr int kThreads = cuda_detail::kBlockThreads;
@@ -44,44 +46,63 @@ unsigned RawBlocks(size_t count) {
   return static_cast<unsigned>(std::min<size_t>((count + kThreads - 1) / kThreads, kRawBlocksMax));
 }
 
-template <typename T, int kBits, EncodeMode kMode>
+template <typename T, int kBits, EncodeMode kMode, EncodeInput kInput>
 void LaunchEncode(const EncodeArgs<T>& args, cudaStream_t stream) {
-  cuda_detail::EncodeBucketsKernel<T, kBits, kMode><<<BlocksFor(args.table.buckets), kThreads, 0, stream>>>(args);
+  cuda_detail::EncodeBucketsKernel<T, kBits, kMode, kInput>
+      <<<BlocksFor(args.table.buckets), kThreads, 0, stream>>>(args);
   GRADAGG_CUDA_CHECK_LAUNCH("EncodeBucketsKernel<bits=" + std::to_string(kBits) + ">");
 }
 
+template <typename T, EncodeInput kInput>
+void LaunchEncode(const QuantizerConfig& config, const EncodeArgs<T>& args, cudaStream_t stream) {
+  switch (config.bits) {
+    case 1:
+      if (config.threshold == OneBitThreshold::kMean) {
+        LaunchEncode<T, 1, EncodeMode::kOneBitMean, kInput>(args, stream);
+      } else {
+        LaunchEncode<T, 1, EncodeMode::kOneBitZero, kInput>(args, stream);
+      }
+      break;
+    case 2:
+      LaunchEncode<T, 2, EncodeMode::kRange, kInput>(args, stream);
+      break;
+    case 4:
+      LaunchEncode<T, 4, EncodeMode::kRange, kInput>(args, stream);
+      break;
+    default:
+      LaunchEncode<T, 8, EncodeMode::kRange, kInput>(args, stream);
+      break;
+  }
+}
+
+// `first` and `addend`: nullptr, or wire images of the same layout: the sum first + addend (`values` unused), or
+// values + addend, is encoded.
 template <typename T>
-void EncodeTyped(const QuantizerConfig& config, float clip, const T* values, float* residual,
-                 const cuda_detail::BucketTable& table, void* wire, cudaStream_t stream) {
+void EncodeTyped(const QuantizerConfig& config, float clip, const T* values, const void* first, const void* addend,
+                 float* residual, const cuda_detail::BucketTable& table, void* wire, cudaStream_t stream) {
   if (config.bits == kRawBits) {
-    cuda_detail::EncodeRawKernel<T>
-        <<<RawBlocks(table.count), kThreads, 0, stream>>>(values, residual, table.count, static_cast<float*>(wire));
+    const T* terms = first != nullptr ? static_cast<const T*>(first) : values;  // raw wire images are float32
+    cuda_detail::EncodeRawKernel<T><<<RawBlocks(table.count), kThreads, 0, stream>>>(
+        terms, static_cast<const float*>(addend), residual, table.count, static_cast<float*>(wire));
     GRADAGG_CUDA_CHECK_LAUNCH("EncodeRawKernel");
     return;
   }
   const EncodeArgs<T> args{values,
+                           static_cast<const unsigned char*>(first),
+                           static_cast<const unsigned char*>(addend),
                            residual,
                            table,
                            static_cast<unsigned char*>(wire),
                            VectorAccess(table, values, sizeof(T), residual),
                            clip};
-  switch (config.bits) {
-    case 1:
-      if (config.threshold == OneBitThreshold::kMean) {
-        LaunchEncode<T, 1, EncodeMode::kOneBitMean>(args, stream);
-      } else {
-        LaunchEncode<T, 1, EncodeMode::kOneBitZero>(args, stream);
-      }
-      break;
-    case 2:
-      LaunchEncode<T, 2, EncodeMode::kRange>(args, stream);
-      break;
-    case 4:
-      LaunchEncode<T, 4, EncodeMode::kRange>(args, stream);
-      break;
-    default:
-      LaunchEncode<T, 8, EncodeMode::kRange>(args, stream);
-      break;
+  if (addend == nullptr) {
+    LaunchEncode<T, EncodeInput::kValues>(config, args, stream);
+  } else if constexpr (std::is_same_v<T, float>) {  // sums are float32: no other kernels compiled
+    if (first != nullptr) {
+      LaunchEncode<T, EncodeInput::kWirePlusWire>(config, args, stream);
+    } else {
+      LaunchEncode<T, EncodeInput::kValuesPlusWire>(config, args, stream);
+    }
   }
 }
 
@@ -164,8 +185,15 @@ void CudaQuantizer::Encode(const void* values, ElementType type, float* residual
   if (layout.elements() == 0) return;
   cuda_detail::WithElementType(type, [&](auto element) {
     using T = decltype(element);
-    EncodeTyped(config_, clip_, static_cast<const T*>(values), residual, layout.table(), wire, stream);
+    EncodeTyped(config_, clip_, static_cast<const T*>(values), nullptr, nullptr, residual, layout.table(), wire,
+                stream);
   });
+}
+
+void CudaQuantizer::EncodeSum(SumTerm first, const void* addend, float* residual, const DeviceBucketLayout& layout,
+                              void* wire, cudaStream_t stream) const {
+  if (layout.elements() == 0) return;
+  EncodeTyped(config_, clip_, first.values, first.wire, addend, residual, layout.table(), wire, stream);
 }
 
 void CudaQuantizer::Decode(const void* wire, const DeviceBucketLayout& layout, void* out, ElementType type,

@@ -16,6 +16,7 @@
 #include "common/cuda/device_memory.h"
 #include "common/element_type.h"
 #include "quantize/quantizer_config.h"
+#include "quantize/sum_term.h"
 
 namespace gradagg {
 
@@ -51,6 +52,12 @@ class CudaQuantizer {
   // residual == nullptr, v = values. One pass over values and residual.
   void Encode(const void* values, ElementType type, float* residual, const DeviceBucketLayout& layout, void* wire,
               cudaStream_t stream) const;
+
+  // Encode of first[i] + decode(addend)[i], float32, `addend` a wire image of the same layout (4-byte aligned), each
+  // sum one rounding: the bytes and residual of DecodeAccumulate(addend) into a copy of the first term, then Encode,
+  // without the sum ever stored. Non-finite buckets of either term make their sums non-finite, as there.
+  void EncodeSum(SumTerm first, const void* addend, float* residual, const DeviceBucketLayout& layout, void* wire,
+                 cudaStream_t stream) const;
 
   // out[i] = decode(i), rounded to `type`. Adds the number of non-finite buckets to *nonFinite (device memory) when
   // it is not null.

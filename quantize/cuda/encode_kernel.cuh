@@ -1,7 +1,7 @@
 // Encode with error feedback, one warp per bucket, in one pass over values and residual.
 //
 //   0. find the bucket's place in the run (bucket_table.h);
-//   1. load v = values + residual for the bucket into registers (512 elements: 4 groups of 4 per lane; larger
+//   1. load v = values (or a sum with decoded wire images: EncodeInput) + residual for the bucket into registers (512 elements: 4 groups of 4 per lane; larger
 //      buckets are swept in 512-element chunks, reloaded per pass);
 //   2. statistics in the canonical order: per-lane sums, then the warp butterfly (bucket_lanes.cuh);
 //   3. codes and residuals from the header floats, exactly as a receiver decodes them; each lane packs its group's
@@ -14,12 +14,16 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "quantize/cuda/bucket_decoder.cuh"
 #include "quantize/cuda/bucket_lanes.cuh"
 #include "quantize/cuda/bucket_table.h"
 
 namespace gradagg::cuda_detail {
 
 enum class EncodeMode { kOneBitZero, kOneBitMean, kRange };
+// What is encoded: the values, or a sum of two terms in this order, each addition one rounding (as DecodeAccumulate
+// into the first term, then Encode): values + decode(addend), or decode(first) + decode(addend).
+enum class EncodeInput { kValues, kValuesPlusWire, kWirePlusWire };
 
 constexpr int kEncodeGroups = 4;                            // groups per lane held in registers
 constexpr int kEncodeChunk = kGroupStride * kEncodeGroups;  // 512 elements
@@ -27,8 +31,10 @@ constexpr float kMinRange = 1e-36f;
 
 template <typename T>
 struct EncodeArgs {
-  const T* values;
-  float* residual;  // nullptr: no error feedback
+  const T* values;               // kWirePlusWire: unused
+  const unsigned char* first;    // kWirePlusWire: a wire image of the same layout, the sum's first term
+  const unsigned char* addend;   // kValuesPlusWire, kWirePlusWire: a wire image of the same layout, the second term
+  float* residual;              // nullptr: no error feedback
   BucketTable table;
   unsigned char* wire;
   bool vector;  // 4-element loads and stores are aligned everywhere (arrays, bucket size, every segment's start)
@@ -36,13 +42,14 @@ struct EncodeArgs {
 };
 
 // Blocks per multiprocessor the compiler must fit. 1 bit, zero threshold: five (at most 51 registers; at 54 only four
-// fit, and encoding 256 MiB ran at 0.93x its speed with 48 on an H100); the other modes fit four without spilling and
-// spill with five.
-template <EncodeMode kMode>
-constexpr int kEncodeMinBlocks = kMode == EncodeMode::kOneBitZero ? 5 : 4;
+// fit, and encoding 256 MiB ran at 0.93x its speed with 48 on an H100); the other modes, and any sum, fit four without
+// spilling and spill with five.
+template <EncodeMode kMode, EncodeInput kInput>
+constexpr int kEncodeMinBlocks = kMode == EncodeMode::kOneBitZero && kInput == EncodeInput::kValues ? 5 : 4;
 
-template <typename T, int kBits, EncodeMode kMode>
-__global__ void __launch_bounds__(kBlockThreads, kEncodeMinBlocks<kMode>) EncodeBucketsKernel(EncodeArgs<T> args) {
+template <typename T, int kBits, EncodeMode kMode, EncodeInput kInput>
+__global__ void __launch_bounds__(kBlockThreads, kEncodeMinBlocks<kMode, kInput>)
+    EncodeBucketsKernel(EncodeArgs<T> args) {
   const size_t bucket = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x % kWarpSize);
   if (bucket >= args.table.buckets) return;  // the whole warp leaves together
@@ -54,15 +61,44 @@ __global__ void __launch_bounds__(kBlockThreads, kEncodeMinBlocks<kMode>) Encode
   float* __restrict__ residual = args.residual != nullptr ? args.residual + place.start : nullptr;
   unsigned char* const bucketWire = args.wire + place.wire;
   const int chunks = (length + kEncodeChunk - 1) / kEncodeChunk;
+  // The sum's terms in wire images: their bucket (its header read once), or nothing.
+  const auto firstTerm = [&] {
+    if constexpr (kInput == EncodeInput::kWirePlusWire) {
+      return BucketDecoder<kBits>(args.first + place.wire);
+    } else {
+      return 0;
+    }
+  }();
+  const auto addend = [&] {
+    if constexpr (kInput != EncodeInput::kValues) {
+      return BucketDecoder<kBits>(args.addend + place.wire);
+    } else {
+      return 0;
+    }
+  }();
 
-  // 1. v = values + residual, one chunk at a time (once for buckets of up to 512 elements).
+  // 1. v = values (+ addend) + residual, one chunk at a time (once for buckets of up to 512 elements).
   float v[kEncodeGroups][kGroup];
   auto load = [&](int chunk) {
 #pragma unroll
     for (int j = 0; j < kEncodeGroups; ++j) {
       const int base = chunk * kEncodeChunk + j * kGroupStride + kGroup * lane;
       const Group group = GroupAt(base, length, vector);
-      LoadGroup(values + base, group, v[j]);
+      if constexpr (kInput == EncodeInput::kWirePlusWire) {
+#pragma unroll
+        for (int c = 0; c < kGroup; ++c) v[j][c] = 0.0f;
+        if (base < length) firstTerm.Group(base, v[j]);  // a group past the bucket's end has no codes to read
+      } else {
+        LoadGroup(values + base, group, v[j]);
+      }
+      if constexpr (kInput != EncodeInput::kValues) {
+        if (base < length) {
+          float decoded[kGroup];
+          addend.Group(base, decoded);
+#pragma unroll
+          for (int c = 0; c < kGroup; ++c) v[j][c] = __fadd_rn(v[j][c], decoded[c]);
+        }
+      }
       if (residual != nullptr) {
         float r[kGroup];
         LoadGroup(residual + base, group, r);
@@ -181,13 +217,14 @@ __global__ void __launch_bounds__(kBlockThreads, kEncodeMinBlocks<kMode>) Encode
   }
 }
 
-// Bits 32: v = values + residual goes out as raw floats; the residual becomes 0.
+// Bits 32: v = values (+ addend) + residual goes out as raw floats (wire images are raw floats: the first term may be
+// one, passed as values); the residual becomes 0.
 template <typename T>
-__global__ void EncodeRawKernel(const T* __restrict__ values, float* __restrict__ residual, size_t count,
-                                float* __restrict__ wire) {
+__global__ void EncodeRawKernel(const T* __restrict__ values, const float* __restrict__ addend,
+                                float* __restrict__ residual, size_t count, float* __restrict__ wire) {
   for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const float x = ToFloat(values[i]);
+    const float x = addend != nullptr ? __fadd_rn(ToFloat(values[i]), addend[i]) : ToFloat(values[i]);
     if (residual != nullptr) {
       wire[i] = __fadd_rn(x, residual[i]);
       residual[i] = 0.0f;

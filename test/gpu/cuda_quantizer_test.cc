@@ -12,11 +12,14 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "quantize/bucket_layout.h"
 #include "common/cuda/device_memory.h"
 #include "quantize/quantizer.h"
+#include "quantize/sum_term.h"
+#include "quantize/wire_format.h"
 #include "test/common/quantizer_inputs.h"
 
 namespace gradagg {
@@ -111,6 +114,67 @@ class CudaQuantizerTest : public ::testing::Test {
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
+  // The GPU's wire image is the CPU's, byte for byte; with nanAware, floats (header floats; every word at 32 bits) may
+  // be NaN with another payload, code words must be equal.
+  void ExpectSameWire(const Mode& mode, const BucketLayout& layout, const unsigned char* gpuWire,
+                      const unsigned char* cpuWire, bool nanAware, const std::string& what) {
+    const size_t wireBytes = WireBytes(layout, mode.bits);
+    if (!nanAware) {
+      EXPECT_EQ(std::memcmp(gpuWire, cpuWire, wireBytes), 0) << what << ": wire differs";
+      return;
+    }
+    size_t at = 0;
+    layout.ForEachBucket([&](size_t, size_t length) {
+      const size_t floats = mode.bits == 32 ? length : 2;
+      for (size_t f = 0; f < floats; ++f, at += 4) {
+        float a;
+        float b;
+        std::memcpy(&a, gpuWire + at, 4);
+        std::memcpy(&b, cpuWire + at, 4);
+        EXPECT_TRUE(SameOrBothNan(a, b)) << what << ": float at byte " << at;
+      }
+      const size_t codeBytes = mode.bits == 32 ? 0 : 4 * ((length * static_cast<size_t>(mode.bits) + 31) / 32);
+      EXPECT_EQ(std::memcmp(gpuWire + at, cpuWire + at, codeBytes), 0) << what << ": codes at byte " << at;
+      at += codeBytes;
+    });
+    EXPECT_EQ(at, wireBytes);
+  }
+
+  // EncodeSum of (start + decode(wire)) and of (decode(wire) + decode(wire)) against the CPU's DecodeAccumulate into
+  // the first term, then Encode: wire and residual, bit for bit (float32).
+  void ExpectSumsMatch(const Mode& mode, const Quantizer& cpu, const CudaQuantizer& gpu, const BucketLayout& layout,
+                       const DeviceBucketLayout& deviceLayout, const DeviceBuffer& wire,
+                       const std::vector<uint32_t>& cpuWireWords, bool nanAware, const std::string& what) {
+    const size_t count = layout.elements();
+    const size_t wireBytes = WireBytes(layout, mode.bits);
+    const std::vector<float> start = RandomNormal(count, 7);
+    const DeviceBuffer values = DeviceBuffer::From(start);
+    for (const bool twoWires : {false, true}) {
+      const std::string which = what + (twoWires ? ", sum of two wires" : ", sum of values and a wire");
+      std::vector<float> cpuSum = start;
+      if (twoWires) cpu.Decode(cpuWireWords.data(), layout, cpuSum.data());
+      cpu.DecodeAccumulate(cpuWireWords.data(), layout, cpuSum.data());
+      std::vector<float> cpuResidual = RandomNormal(count, 13, 0.1f);
+      DeviceBuffer gpuResidual = DeviceBuffer::From(cpuResidual);
+      std::vector<uint32_t> cpuOut(wireBytes / 4 + 1);
+      cpu.Encode(cpuSum.data(), cpuResidual.data(), layout, cpuOut.data());
+      DeviceBuffer out(wireBytes + kGuardBytes);
+      GRADAGG_CUDA_CHECK(cudaMemset(out.get(), kGuard, out.bytes()));
+      const SumTerm first = twoWires ? SumTerm{nullptr, wire.get()} : SumTerm{values.as<float>(), nullptr};
+      gpu.EncodeSum(first, wire.get(), gpuResidual.as<float>(), deviceLayout, out.get(), stream_);
+      GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      const std::vector<unsigned char> gpuOut = out.ToHost<unsigned char>(out.bytes());
+      for (size_t b = wireBytes; b < gpuOut.size(); ++b) ASSERT_EQ(gpuOut[b], kGuard) << which << ": wrote past the wire";
+      ExpectSameWire(mode, layout, gpuOut.data(), reinterpret_cast<const unsigned char*>(cpuOut.data()), nanAware,
+                     which);
+      const std::vector<float> residual = gpuResidual.ToHost<float>(count);
+      for (size_t i = 0; i < count; ++i) {
+        ASSERT_TRUE(SameOrBothNan(residual[i], cpuResidual[i])) << which << ": residual " << i;
+      }
+      ASSERT_FALSE(HasFailure());
+    }
+  }
+
   // One round on GPU and CPU: encode (with residual, carried in `cpuResidual` / `gpuResidual`), decode, accumulate,
   // and the count of non-finite buckets. `offset` shifts the device arrays by that many elements, to exercise
   // unaligned access; `segments` (lengths summing to the source's) cut the run as tensors do, empty for one segment.
@@ -151,27 +215,8 @@ class CudaQuantizerTest : public ::testing::Test {
     const auto* cpuWire = reinterpret_cast<const unsigned char*>(cpuWireWords.data());
     for (size_t b = wireBytes; b < gpuWire.size(); ++b)
       ASSERT_EQ(gpuWire[b], kGuard) << what << ": wrote past the wire";
-    if (!nanAware) {
-      ASSERT_EQ(std::memcmp(gpuWire.data(), cpuWire, wireBytes), 0) << what << ": wire differs";
-    } else {
-      // Floats (header floats; every word at 32 bits) may be NaN with another payload; code words must be equal.
-      size_t at = 0;
-      layout.ForEachBucket([&](size_t, size_t length) {
-        const size_t floats = mode.bits == 32 ? length : 2;
-        for (size_t f = 0; f < floats; ++f, at += 4) {
-          float a;
-          float b;
-          std::memcpy(&a, gpuWire.data() + at, 4);
-          std::memcpy(&b, cpuWire + at, 4);
-          EXPECT_TRUE(SameOrBothNan(a, b)) << what << ": float at byte " << at;
-        }
-        const size_t codeBytes = mode.bits == 32 ? 0 : 4 * ((length * static_cast<size_t>(mode.bits) + 31) / 32);
-        EXPECT_EQ(std::memcmp(gpuWire.data() + at, cpuWire + at, codeBytes), 0) << what << ": codes at byte " << at;
-        at += codeBytes;
-      });
-      ASSERT_FALSE(HasFailure());
-      ASSERT_EQ(at, wireBytes);
-    }
+    ExpectSameWire(mode, layout, gpuWire.data(), cpuWire, nanAware, what);
+    ASSERT_FALSE(HasFailure());
     const std::vector<float> residual = gpuResidual.ToHost<float>(count);
     for (size_t i = 0; i < count; ++i) {
       ASSERT_TRUE(SameOrBothNan(residual[i], cpuResidual[i])) << what << ": residual " << i;
@@ -208,6 +253,9 @@ class CudaQuantizerTest : public ::testing::Test {
         ASSERT_TRUE(bothNan || Bits16(gpuDecoded[offset + i]) == Bits16(expected)) << what << ": decode " << i;
       }
       ASSERT_TRUE(SameOrBothNan(gpuSums[offset + i], start[offset + i] + cpuDecoded[i])) << what << ": sum " << i;
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      ExpectSumsMatch(mode, cpu, gpu, layout, deviceLayout, wire, cpuWireWords, nanAware, what);
     }
   }
 

@@ -34,6 +34,21 @@ std::vector<float> Step(Aggregator& aggregator, uint32_t step) {
   return result;
 }
 
+// Step with `shift` added to every element of this rank's gradients.
+std::vector<float> ShiftedStep(Aggregator& aggregator, uint32_t step, float shift) {
+  std::vector<std::vector<float>> tensors;
+  std::vector<GradientBuffer> buffers;
+  for (size_t i = 0; i < kSizes.size(); ++i) {
+    tensors.push_back(RandomGradient(kSizes[i], 100 * step + static_cast<uint32_t>(i), WorldRank()));
+    for (float& value : tensors.back()) value += shift;
+  }
+  for (std::vector<float>& tensor : tensors) buffers.push_back({tensor.data(), tensor.size()});
+  aggregator.AggregateGradients(buffers);
+  std::vector<float> result;
+  for (const std::vector<float>& tensor : tensors) result.insert(result.end(), tensor.begin(), tensor.end());
+  return result;
+}
+
 // Calls steps [first, last) and returns the last one's result.
 std::vector<float> Steps(Aggregator& aggregator, uint32_t first, uint32_t last) {
   std::vector<float> result;
@@ -68,6 +83,31 @@ TEST(Residuals, AResumedRunIsBitwiseTheUninterruptedOne) {
     } else {
       EXPECT_TRUE(saved.stripe.empty() && saved.own.empty()) << "one node carries no quantization error";
     }
+  }
+}
+
+// An imported r1 counts everywhere, also over the sub-stripe this node owns, whose residual phase 2 otherwise never
+// writes (it is folded into the exact sum and stays zero, so the phase skips folding it until an import). With one
+// rank per node the stripe is the rank's gradient: r1 = c everywhere is the same call on gradients shifted by c.
+TEST(Residuals, AnImportedResidualCountsOverTheOwnSubStripeToo) {
+  for (int bits : {1, 2}) {
+    AggregatorOptions options = LayoutOptions(bits);
+    options.quantizeOwnStripe = false;  // the own part enters exactly, its r1 folded in
+    Aggregator first(MPI_COMM_WORLD, options);
+    if (first.nodeCount() == 1 || first.ranksPerNode() != 1) GTEST_SKIP() << "needs several nodes of one rank";
+    constexpr float kShift = 0.25f;
+    Steps(first, 0, 1);
+    Residuals shifted = first.ExportResiduals();
+    shifted.stripe.assign(shifted.stripe.size(), kShift);
+    shifted.own.assign(shifted.own.size(), 0.0f);
+    Aggregator resumed(MPI_COMM_WORLD, options);
+    resumed.ImportResiduals(shifted);
+    Steps(resumed, 0, 1);  // and again after a call: every import counts, not only the first
+    resumed.ImportResiduals(shifted);
+    const std::vector<float> result = Step(resumed, 1);
+    Aggregator reference(MPI_COMM_WORLD, options);
+    EXPECT_TRUE(SameBits(result, ShiftedStep(reference, 1, kShift))) << bits << " bits";
+    EXPECT_TRUE(IdenticalOnAllRanks(result));
   }
 }
 

@@ -1,0 +1,12 @@
+// The first term of a sum that is encoded without being stored (EncodeSum): float32 values in the caller's kind of
+// memory, or a wire image of the sum's layout, decoded on the fly. Exactly one of the two is set.
+#pragma once
+
+namespace gradagg {
+
+struct SumTerm {
+  const float* values = nullptr;
+  const void* wire = nullptr;
+};
+
+}  // namespace gradagg

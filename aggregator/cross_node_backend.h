@@ -47,8 +47,10 @@ class CrossNodeBackend {
   virtual size_t SlotAlignment() const = 0;   // receive slots start on multiples of this many bytes
   virtual const char* transport() const = 0;  // how the exchange moves bytes, for the trace
 
-  // The layouts that the codec calls below name by index (the phase's parts: exchange_plan.h).
-  virtual void SetLayouts(const std::vector<BucketLayout>& layouts) = 0;
+  // The layouts that the codec calls below name by index: the phase's parts (exchange_plan.h), then at index
+  // parts.size() our own sub-stripe whole (its parts end to end: one call for all of them). The parts are the
+  // messages, which AllocateMessages may size its choice of memory by.
+  virtual void SetLayouts(const std::vector<BucketLayout>& parts, const BucketLayout& own) = 0;
   // The quantizer's Encode, Decode and DecodeAccumulate (quantize/quantizer.h) on layouts[layout]. Decode counts
   // the non-finite buckets it meets when `count` is set; FinishCall returns the count.
   virtual void Encode(const float* values, float* residual, size_t layout, void* wire) = 0;

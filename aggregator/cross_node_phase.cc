@@ -32,7 +32,7 @@ void CrossNodePhase::Reshape(const BucketLayout& layout) {
   if (shaped_ && layout == plan_.stripe) return;
   shaped_ = true;
   plan_ = ExchangePlan(layout, position_, quantizer_, pieceBytes_);
-  backend_->SetLayouts(plan_.partLayouts);
+  backend_->SetLayouts(plan_.partLayouts, plan_.ownLayout);
   const size_t alignment = backend_->SlotAlignment();
   const size_t ownBytes = plan_.own.count * sizeof(float);
   ownSlotBytes_ = RoundUp(plan_.ownWireBytes, alignment);
@@ -113,11 +113,13 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
     });
   };
   const ExchangeMessages scatter = plan_.Scatter(stripeWire, received, ownSlotBytes_);
+  const size_t ownLayout = plan_.parts.size();  // the backend's index of our sub-stripe whole
   const auto prepareOwnParts = [&] {
-    if (quantizeOwnStripe_) {
-      for (size_t part = ownIndex; part < plan_.parts.size(); part += position_.nodes) {
-        quantizePart(static_cast<int>(part));
-      }
+    if (quantizeOwnStripe_) {  // every part of it in one call: the same bytes as part by part
+      backend.Time(CodecStep::kEncode, [&] {
+        backend.Encode(stripe + own.begin, stripeResidual != nullptr ? stripeResidual + own.begin : nullptr,
+                       ownLayout, stripeWire + plan_.wireOffsets[ownIndex]);
+      });
     } else if (stripeResidual != nullptr && !ownStripeResidualZero_) {  // counted with the encodes, as it replaces one
       backend.Time(CodecStep::kEncode,
                    [&] { backend.Fold(stripe + own.begin, stripeResidual + own.begin, own.count); });
@@ -181,10 +183,8 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
   const auto decodePart = [&](size_t part, const void* wire) {
     backend.Time(CodecStep::kDecode, [&] { backend.Decode(wire, part, stripe + plan_.parts[part].begin, true); });
   };
-  const auto decodeOwnParts = [&] {
-    for (size_t part = ownIndex; part < plan_.parts.size(); part += position_.nodes) {
-      decodePart(part, ownWire + plan_.partWireOffsets[part]);
-    }
+  const auto decodeOwnParts = [&] {  // in one call
+    backend.Time(CodecStep::kDecode, [&] { backend.Decode(ownWire, ownLayout, stripe + own.begin, true); });
   };
   const auto decodeArrivedPart = [&](int partIndex) {
     const auto part = static_cast<size_t>(partIndex);

@@ -50,6 +50,7 @@ ExchangePlan::ExchangePlan(const BucketLayout& stripeLayout, NodePosition where,
     stripeWireBytes += wireBytes[j];
   }
   ownWireBytes = wireBytes[position.node];
+  ownLayout = subLayouts[position.node];
   for (size_t j = 0; j < position.nodes; ++j) {
     if (j == position.node) continue;
     bytesSent += wireBytes[j] + ownWireBytes;

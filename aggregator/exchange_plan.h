@@ -64,6 +64,7 @@ struct ExchangePlan {
   std::vector<size_t> wireOffsets;       // byte offset of each sub-stripe in the stripe's wire image
   std::vector<size_t> wireBytes;         // each sub-stripe's encoded size
   ElementRange own;                      // the sub-stripe this node owns
+  BucketLayout ownLayout;                // its buckets: its parts' layouts end to end
   size_t pieces = 1;
   std::vector<ElementRange> parts;        // per part, relative to the stripe
   std::vector<BucketLayout> partLayouts;  // each part's buckets

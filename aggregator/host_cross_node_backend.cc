@@ -37,7 +37,10 @@ class HostCrossNodeBackend final : public CrossNodeBackend {
   size_t SlotAlignment() const override { return sizeof(uint32_t); }
   const char* transport() const override { return "host"; }
 
-  void SetLayouts(const std::vector<BucketLayout>& layouts) override { layouts_ = layouts; }
+  void SetLayouts(const std::vector<BucketLayout>& parts, const BucketLayout& own) override {
+    layouts_ = parts;
+    layouts_.push_back(own);
+  }
   void Encode(const float* values, float* residual, size_t layout, void* wire) override {
     quantizer_.Encode(values, residual, layouts_[layout], wire);
   }

@@ -85,13 +85,14 @@ class CudaCrossNodeBackend final : public DeviceCrossNodeBackend {
   size_t SlotAlignment() const override { return 16; }  // the kernels read wire images as 16-byte vectors
   const char* transport() const override { return transport_.c_str(); }
 
-  void SetLayouts(const std::vector<BucketLayout>& layouts) override {
+  void SetLayouts(const std::vector<BucketLayout>& parts, const BucketLayout& own) override {
     layouts_.clear();
     size_t messageBytes = 0;
-    for (const BucketLayout& layout : layouts) {
+    for (const BucketLayout& layout : parts) {
       layouts_.push_back(quantizer_.Upload(layout));
       messageBytes += WireBytes(layout, quantizer_.config().bits);
     }
+    layouts_.push_back(quantizer_.Upload(own));
     mapped_ = small_ && messageBytes <= kMappedMessagesMaxBytes;
   }
   void Encode(const float* values, float* residual, size_t layout, void* wire) override {

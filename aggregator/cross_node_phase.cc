@@ -100,10 +100,11 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
 
   // 1-3. Each part (a piece of an owner's sub-stripe) is quantized just before it is sent (beforeSend), so the first
   //      part is on the wire while the next is quantized; our own parts once every part is sent (afterSends), while
-  //      they travel. Each piece of our sub-stripe is summed in source-node order as its parts arrive, the last term
-  //      added inside its re-quantization with the second residual (EncodeSum) while later pieces travel. Without
-  //      quantizeOwnStripe our own part enters our sum exactly, its residual folded in and so consumed (the fold is
-  //      skipped while that residual is known to be zero: it is never written again).
+  //      they travel. Each piece of our sub-stripe is summed in source-node order as its parts arrive and re-quantized
+  //      with the second residual while later pieces travel; a last term that is a wire image (any term, with two
+  //      nodes) is added inside that re-quantization (EncodeSum). Without quantizeOwnStripe our own part enters our
+  //      sum exactly, its residual folded in and so consumed (the fold is skipped while that residual is known to be
+  //      zero: it is never written again).
   const auto quantizePart = [&](int partIndex) {
     const auto part = static_cast<size_t>(partIndex);
     const size_t begin = plan_.parts[part].begin;
@@ -142,7 +143,7 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
     float* residual = ownResidual != nullptr ? ownResidual + pieceOffset : nullptr;
     void* sumWire = ownWire + plan_.partWireOffsets[ownPart];
     const void* wire = termWire(part);
-    if (SumsInEncode()) {  // one pass once the second term is here; exact + other == other + exact, bit for bit
+    if (SumsInEncode()) {  // one pass once the second term is here; exact + other == other + exact (but NaN payloads)
       if (source != lastNode) return;
       const void* node0 = termWire(part - source);
       const void* node1 = termWire(part - source + 1);

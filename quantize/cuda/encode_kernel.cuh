@@ -1,8 +1,8 @@
 // Encode with error feedback, one warp per bucket, in one pass over values and residual.
 //
 //   0. find the bucket's place in the run (bucket_table.h);
-//   1. load v = values (or a sum with decoded wire images: EncodeInput) + residual for the bucket into registers (512 elements: 4 groups of 4 per lane; larger
-//      buckets are swept in 512-element chunks, reloaded per pass);
+//   1. load v = values (or a sum with decoded wire images: EncodeInput) + residual for the bucket into registers
+//      (512 elements: 4 groups of 4 per lane; larger buckets are swept in 512-element chunks, reloaded per pass);
 //   2. statistics in the canonical order: per-lane sums, then the warp butterfly (bucket_lanes.cuh);
 //   3. codes and residuals from the header floats, exactly as a receiver decodes them; each lane packs its group's
 //      4 codes and the lanes sharing a 32-bit word OR them together with shuffles;
@@ -31,9 +31,9 @@ constexpr float kMinRange = 1e-36f;
 
 template <typename T>
 struct EncodeArgs {
-  const T* values;               // kWirePlusWire: unused
-  const unsigned char* first;    // kWirePlusWire: a wire image of the same layout, the sum's first term
-  const unsigned char* addend;   // kValuesPlusWire, kWirePlusWire: a wire image of the same layout, the second term
+  const T* values;              // kWirePlusWire: unused
+  const unsigned char* first;   // kWirePlusWire: a wire image of the same layout, the sum's first term
+  const unsigned char* addend;  // kValuesPlusWire, kWirePlusWire: a wire image of the same layout, the second term
   float* residual;              // nullptr: no error feedback
   BucketTable table;
   unsigned char* wire;
@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(kBlockThreads, kEncodeMinBlocks<kMode, kInput>
   // Pointers at once, so no 64-bit offset stays live through the kernel (registers: 5 blocks per multiprocessor).
   const int length = place.length;
   const bool vector = args.vector;
-  const T* __restrict__ values = args.values + place.start;
+  const T* __restrict__ values = args.values != nullptr ? args.values + place.start : nullptr;
   float* __restrict__ residual = args.residual != nullptr ? args.residual + place.start : nullptr;
   unsigned char* const bucketWire = args.wire + place.wire;
   const int chunks = (length + kEncodeChunk - 1) / kEncodeChunk;

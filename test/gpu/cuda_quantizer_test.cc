@@ -6,7 +6,9 @@
 #include <cuda_fp16.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -140,36 +142,50 @@ class CudaQuantizerTest : public ::testing::Test {
     EXPECT_EQ(at, wireBytes);
   }
 
-  // EncodeSum of (start + decode(wire)) and of (decode(wire) + decode(wire)) against the CPU's DecodeAccumulate into
-  // the first term, then Encode: wire and residual, bit for bit (float32).
+  // EncodeSum of (values + decode(addend)) and of (decode(wire) + decode(addend)) against the CPU's DecodeAccumulate
+  // into the first term, then Encode: wire and residual, bit for bit (float32). The addend is another wire image than
+  // the round's (finite: beside a non-finite round's buckets it pairs finite with non-finite terms); values and
+  // residual are shifted by `offset` elements, as the round's arrays are.
   void ExpectSumsMatch(const Mode& mode, const Quantizer& cpu, const CudaQuantizer& gpu, const BucketLayout& layout,
                        const DeviceBucketLayout& deviceLayout, const DeviceBuffer& wire,
-                       const std::vector<uint32_t>& cpuWireWords, bool nanAware, const std::string& what) {
+                       const std::vector<uint32_t>& cpuWireWords, size_t offset, bool nanAware,
+                       const std::string& what) {
     const size_t count = layout.elements();
     const size_t wireBytes = WireBytes(layout, mode.bits);
+    std::vector<float> addendSource = RandomNormal(count, 17);
+    std::vector<uint32_t> cpuAddend(wireBytes / 4 + 1);
+    cpu.Encode(addendSource.data(), nullptr, layout, cpuAddend.data());
+    const DeviceBuffer addend = DeviceBuffer::From(cpuAddend);
     const std::vector<float> start = RandomNormal(count, 7);
-    const DeviceBuffer values = DeviceBuffer::From(start);
+    std::vector<float> shifted(count + offset, 0.0f);
+    std::copy(start.begin(), start.end(), shifted.begin() + static_cast<std::ptrdiff_t>(offset));
+    const DeviceBuffer values = DeviceBuffer::From(shifted);
     for (const bool twoWires : {false, true}) {
       const std::string which = what + (twoWires ? ", sum of two wires" : ", sum of values and a wire");
       std::vector<float> cpuSum = start;
       if (twoWires) cpu.Decode(cpuWireWords.data(), layout, cpuSum.data());
-      cpu.DecodeAccumulate(cpuWireWords.data(), layout, cpuSum.data());
+      cpu.DecodeAccumulate(cpuAddend.data(), layout, cpuSum.data());
       std::vector<float> cpuResidual = RandomNormal(count, 13, 0.1f);
-      DeviceBuffer gpuResidual = DeviceBuffer::From(cpuResidual);
+      std::vector<float> gpuStart(count + offset, 0.0f);
+      std::copy(cpuResidual.begin(), cpuResidual.end(), gpuStart.begin() + static_cast<std::ptrdiff_t>(offset));
+      DeviceBuffer gpuResidual = DeviceBuffer::From(gpuStart);
       std::vector<uint32_t> cpuOut(wireBytes / 4 + 1);
       cpu.Encode(cpuSum.data(), cpuResidual.data(), layout, cpuOut.data());
       DeviceBuffer out(wireBytes + kGuardBytes);
       GRADAGG_CUDA_CHECK(cudaMemset(out.get(), kGuard, out.bytes()));
-      const SumTerm first = twoWires ? SumTerm{nullptr, wire.get()} : SumTerm{values.as<float>(), nullptr};
-      gpu.EncodeSum(first, wire.get(), gpuResidual.as<float>(), deviceLayout, out.get(), stream_);
+      const SumTerm first =
+          twoWires ? SumTerm{nullptr, wire.get()} : SumTerm{values.as<float>() + offset, nullptr};
+      gpu.EncodeSum(first, addend.get(), gpuResidual.as<float>() + offset, deviceLayout, out.get(), stream_);
       GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
       const std::vector<unsigned char> gpuOut = out.ToHost<unsigned char>(out.bytes());
-      for (size_t b = wireBytes; b < gpuOut.size(); ++b) ASSERT_EQ(gpuOut[b], kGuard) << which << ": wrote past the wire";
+      for (size_t b = wireBytes; b < gpuOut.size(); ++b) {
+        ASSERT_EQ(gpuOut[b], kGuard) << which << ": wrote past the wire";
+      }
       ExpectSameWire(mode, layout, gpuOut.data(), reinterpret_cast<const unsigned char*>(cpuOut.data()), nanAware,
                      which);
-      const std::vector<float> residual = gpuResidual.ToHost<float>(count);
+      const std::vector<float> residual = gpuResidual.ToHost<float>(count + offset);
       for (size_t i = 0; i < count; ++i) {
-        ASSERT_TRUE(SameOrBothNan(residual[i], cpuResidual[i])) << which << ": residual " << i;
+        ASSERT_TRUE(SameOrBothNan(residual[offset + i], cpuResidual[i])) << which << ": residual " << i;
       }
       ASSERT_FALSE(HasFailure());
     }
@@ -255,7 +271,7 @@ class CudaQuantizerTest : public ::testing::Test {
       ASSERT_TRUE(SameOrBothNan(gpuSums[offset + i], start[offset + i] + cpuDecoded[i])) << what << ": sum " << i;
     }
     if constexpr (std::is_same_v<T, float>) {
-      ExpectSumsMatch(mode, cpu, gpu, layout, deviceLayout, wire, cpuWireWords, nanAware, what);
+      ExpectSumsMatch(mode, cpu, gpu, layout, deviceLayout, wire, cpuWireWords, offset, nanAware, what);
     }
   }
 

@@ -59,6 +59,9 @@ class CrossNodeBackend {
   // Encode of first + Decode(addend), the sum never stored: the bytes and residual of DecodeAccumulate(addend,
   // layout, a copy of the first term (Decode of it, for a wire image)) followed by Encode of that copy.
   virtual void EncodeSum(SumTerm first, const void* addend, float* residual, size_t layout, void* wire) = 0;
+  // Encode of the sum of the arrays of `values` in their order (each addition one rounding), never stored: the bytes
+  // and residual of Encode of that sum. Quantized bit widths only.
+  virtual void EncodeTerms(const ValueTerms& values, float* residual, size_t layout, void* wire) = 0;
   // Element-wise float32, one rounding each: to = from; sum += values; values += residual, residual = 0.
   virtual void Copy(float* to, const float* from, size_t count) = 0;
   virtual void Add(float* sum, const float* values, size_t count) = 0;

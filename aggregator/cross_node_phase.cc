@@ -82,7 +82,10 @@ void CrossNodePhase::InstallImportedResiduals() {
   importedOwn_ = std::vector<float>();
 }
 
-void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseTimes* times) {
+void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseTimes* times,
+                               const ValueTerms* values) {
+  if (values != nullptr && !TakesValueTerms())
+    throw std::logic_error("CrossNodePhase: the stripe's values as terms, but this phase reads them exactly");
   Reshape(layout);
   InstallImportedResiduals();
   CrossNodeBackend& backend = *backend_;
@@ -105,22 +108,26 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
   //      nodes) is added inside that re-quantization (EncodeSum). Without quantizeOwnStripe our own part enters our
   //      sum exactly, its residual folded in and so consumed (the fold is skipped while that residual is known to be
   //      zero: it is never written again).
+  // Quantizes the stripe's elements from `begin` on, laid out as the backend's layouts[index], into `wire`.
+  const auto quantizeStripe = [&](size_t begin, size_t index, unsigned char* wire) {
+    float* const residual = stripeResidual != nullptr ? stripeResidual + begin : nullptr;
+    backend.Time(CodecStep::kEncode, [&] {
+      if (values != nullptr) {
+        backend.EncodeTerms(values->Shifted(begin), residual, index, wire);
+      } else {
+        backend.Encode(stripe + begin, residual, index, wire);
+      }
+    });
+  };
   const auto quantizePart = [&](int partIndex) {
     const auto part = static_cast<size_t>(partIndex);
-    const size_t begin = plan_.parts[part].begin;
-    backend.Time(CodecStep::kEncode, [&] {
-      backend.Encode(stripe + begin, stripeResidual != nullptr ? stripeResidual + begin : nullptr, part,
-                     stripeWire + plan_.StripeWireOffset(part));
-    });
+    quantizeStripe(plan_.parts[part].begin, part, stripeWire + plan_.StripeWireOffset(part));
   };
   const ExchangeMessages scatter = plan_.Scatter(stripeWire, received, ownSlotBytes_);
   const size_t ownLayout = plan_.parts.size();  // the backend's index of our sub-stripe whole
   const auto prepareOwnParts = [&] {
     if (quantizeOwnStripe_) {  // every part of it in one call: the same bytes as part by part
-      backend.Time(CodecStep::kEncode, [&] {
-        backend.Encode(stripe + own.begin, stripeResidual != nullptr ? stripeResidual + own.begin : nullptr,
-                       ownLayout, stripeWire + plan_.wireOffsets[ownIndex]);
-      });
+      quantizeStripe(own.begin, ownLayout, stripeWire + plan_.wireOffsets[ownIndex]);
     } else if (stripeResidual != nullptr && !ownStripeResidualZero_) {  // counted with the encodes, as it replaces one
       backend.Time(CodecStep::kEncode,
                    [&] { backend.Fold(stripe + own.begin, stripeResidual + own.begin, own.count); });

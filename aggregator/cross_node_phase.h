@@ -28,6 +28,7 @@
 #include "gradagg/aggregation_stats.h"
 #include "gradagg/options.h"
 #include "gradagg/residuals.h"
+#include "quantize/wire_format.h"
 
 namespace gradagg {
 
@@ -39,7 +40,12 @@ class CrossNodePhase {
   // Collective over `cross`: every node passes its stripe (the backend's memory) of the same layout. On return
   // `stripe` holds the aggregate over all nodes, bitwise the same on every node and on either backend. `times` (may
   // be null) gets the phase's times added.
-  void Aggregate(float* stripe, const BucketLayout& layout, PhaseTimes* times);
+  // With `values` (where TakesValueTerms), the stripe's values are their sum, read while quantizing and never stored
+  // (the node's reduce-scatter, fused); `stripe` then only receives the aggregate. The same bytes either way.
+  void Aggregate(float* stripe, const BucketLayout& layout, PhaseTimes* times, const ValueTerms* values = nullptr);
+  // Whether Aggregate reads the stripe's values only by quantizing them, so that it can take them as a sum of terms:
+  // our own sub-stripe is quantized too (no exact term) and the bit width is a quantized one.
+  bool TakesValueTerms() const { return quantizeOwnStripe_ && quantizer_.bits != kRawBits; }
 
   void ResetResiduals();
   // Local. What error feedback owes for the layout of the last call: r1 over the stripe, r2 over the sub-stripe we

@@ -62,6 +62,12 @@ class HostCrossNodeBackend final : public CrossNodeBackend {
     quantizer_.DecodeAccumulate(addend, buckets, sum_.data());
     quantizer_.Encode(sum_.data(), residual, buckets, wire);
   }
+  void EncodeTerms(const ValueTerms& values, float* residual, size_t layout, void* wire) override {
+    const BucketLayout& buckets = layouts_[layout];
+    sum_.assign(values.at[0], values.at[0] + buckets.elements());
+    for (int t = 1; t < values.count; ++t) Add(sum_.data(), values.at[t], sum_.size());
+    quantizer_.Encode(sum_.data(), residual, buckets, wire);
+  }
   void Copy(float* to, const float* from, size_t count) override {
     if (count > 0) std::memcpy(to, from, count * sizeof(float));
   }
@@ -99,7 +105,7 @@ class HostCrossNodeBackend final : public CrossNodeBackend {
   Quantizer quantizer_;
   double timeoutSeconds_;
   std::vector<BucketLayout> layouts_;
-  std::vector<float> sum_;  // EncodeSum's sum
+  std::vector<float> sum_;  // EncodeSum's and EncodeTerms' sum
   size_t nonFinite_ = 0;
   double seconds_[2] = {};  // by CodecStep
 };

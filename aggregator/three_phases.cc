@@ -17,8 +17,8 @@ void RunThreePhases(const ThreePhases& phases, const FlatBuffers& flat, const Bu
   };
   // Phase 2 on `values`, with its byte counts and non-finite buckets. Each rank counted its own stripe's buckets:
   // the node's sum is the call's, the same on every rank.
-  const auto acrossNodes = [&](float* values, const BucketLayout& layout) {
-    phases.cross->Aggregate(values, layout, phases.timing ? &times : nullptr);
+  const auto acrossNodes = [&](float* values, const BucketLayout& layout, const ValueTerms* terms) {
+    phases.cross->Aggregate(values, layout, phases.timing ? &times : nullptr, terms);
     stats.interNodeBytesSent = phases.cross->lastBytesSent();
     stats.interNodeFloatBytes = phases.cross->lastFloatBytes();
     stats.nonFiniteBuckets = SumOver(phases.nodeComm, phases.cross->lastNonFiniteBuckets());
@@ -26,7 +26,7 @@ void RunThreePhases(const ThreePhases& phases, const FlatBuffers& flat, const Bu
   };
   if (flat.size() == 0) return;
   if (phases.node == nullptr) {
-    if (phases.cross) acrossNodes(flat.Contiguous(), callLayout);
+    if (phases.cross) acrossNodes(flat.Contiguous(), callLayout, nullptr);
     return;
   }
   lap();
@@ -37,13 +37,18 @@ void RunThreePhases(const ThreePhases& phases, const FlatBuffers& flat, const Bu
   }
 
   // 1. Intra-node reduce-scatter: our stripe, summed over the node (in our shard of the gradient where it can be).
-  float* const inPlace = phases.node->StripeInPlace(flat, shards);
+  //    Where phase 2 reads the stripe only to quantize it, the node may leave the sum to phase 2's quantizer instead,
+  //    which adds the node's terms as it reads them (the same sums): the stripe is then written once, by phase 2.
+  ValueTerms terms;
+  const bool sumInPhase2 = phases.cross != nullptr && phases.cross->TakesValueTerms() && !phases.keepStripeAt &&
+                           phases.node->ReduceScatterTerms(flat, shards, terms);
+  float* const inPlace = sumInPhase2 ? nullptr : phases.node->StripeInPlace(flat, shards);
   if (inPlace) stripe = inPlace;
-  phases.node->ReduceScatter(flat, shards, stripe);
+  if (!sumInPhase2) phases.node->ReduceScatter(flat, shards, stripe);
   times.reduceScatter = lap();
 
   // 2. Inter-node quantized exchange of the stripe.
-  if (phases.cross) acrossNodes(stripe, stripeLayout);
+  if (phases.cross) acrossNodes(stripe, stripeLayout, sumInPhase2 ? &terms : nullptr);
   if (phases.keepStripeAt) {  // a reduce-scatter: the stripe into this rank's shard of the gradient, no phase 3
     if (stripe != inPlace) flat.CopyIn(*phases.keepStripeAt, stripe);
     return;

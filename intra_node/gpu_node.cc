@@ -57,6 +57,7 @@ GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
       static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_STAGING", static_cast<double>(group.stagingBytes)));
   group.timeoutSeconds = ParseNumber("GRADAGG_NVLINK_TIMEOUT", group.timeoutSeconds);
   group.blocks = static_cast<int>(ParseNumber("GRADAGG_NVLINK_BLOCKS", group.blocks));
+  group.threads = static_cast<int>(ParseNumber("GRADAGG_NVLINK_THREADS", group.threads));
   group.interleaved = ParseNumber("GRADAGG_NVLINK_INTERLEAVED", group.interleaved ? 1 : 0) != 0;
   if (std::getenv("GRADAGG_NVLINK_ALL_PUSH") != nullptr)
     group.reduction =
@@ -83,6 +84,7 @@ GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
   config.hostBetweenGroups = ParseNumber("GRADAGG_NVLINK_HOST_BETWEEN_GROUPS", config.hostBetweenGroups ? 1 : 0) != 0;
   config.traceLevel = static_cast<int>(ParseNumber("GRADAGG_TRACE", config.traceLevel));
   config.shareGpus = ParseNumber("GRADAGG_NVLINK_SHARE_GPUS", config.shareGpus ? 1 : 0) != 0;
+  config.sumInReader = ParseNumber("GRADAGG_NVLINK_SUM_IN_READER", config.sumInReader ? 1 : 0) != 0;
   return config;
 }
 
@@ -269,6 +271,13 @@ void GpuNode::ReduceScatter(const float* input, const std::vector<ElementRange>&
   GRADAGG_CUDA_CHECK(
       cudaMemcpyAsync(stripe, hostStripe.data(), hostStripe.size() * sizeof(float), cudaMemcpyHostToDevice, stream));
   GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+bool GpuNode::ReduceScatterTerms(const FlatBuffers& gradient, const std::vector<ElementRange>& shards,
+                                 ValueTerms& terms) {
+  if (!fullyConnected() || !config_.sumInReader) return false;
+  terms = peers_->ReduceScatterTerms(gradient.Contiguous(), shards, stream_);
+  return true;
 }
 
 void GpuNode::AllGather(const float* stripe, const std::vector<ElementRange>& shards, float* output,

@@ -43,14 +43,18 @@ struct GpuNodeConfig {
   // GRADAGG_NVLINK_SHARE_GPUS=1: let several local ranks share a GPU, so the kernels for G ranks can be tested on
   // fewer GPUs. Their kernels then time-slice (they spin on each other's flags): correct, but no measure of speed.
   bool shareGpus = false;
+  // GRADAGG_NVLINK_SUM_IN_READER=0: phase 1 writes the stripe before phase 2 reads it, instead of phase 2's quantizer
+  // summing the node's terms as it reads them (ReduceScatterTerms; for comparison).
+  bool sumInReader = true;
 };
 
 // Defaults overridden by GRADAGG_NVLINK_ONE_SHOT_MAX (bytes), GRADAGG_NVLINK_PACKET_MAX (bytes, 0: off),
-// GRADAGG_NVLINK_STAGING (bytes), GRADAGG_NVLINK_TIMEOUT (seconds), GRADAGG_NVLINK_BLOCKS, GRADAGG_NVLINK_INTERLEAVED
-// (0: one slice per block), GRADAGG_NVLINK_ALL_PUSH (1: all-push, 0: owners pull; unset: by group size),
-// GRADAGG_NVLINK_PUSH_CHUNK (bytes), GRADAGG_NVLINK_PEER_ORDER (0, 1, 2: PeerOrder), GRADAGG_NVLINK_GROUP_SIZE,
-// GRADAGG_NVLINK_TOPOLOGY, GRADAGG_NVLINK_HOST_BETWEEN_GROUPS, GRADAGG_NVLINK_SHARE_GPUS (tests only) and
-// GRADAGG_TRACE. Throws UsageError for a value that does not parse or a topology file that cannot be read.
+// GRADAGG_NVLINK_STAGING (bytes), GRADAGG_NVLINK_TIMEOUT (seconds), GRADAGG_NVLINK_BLOCKS, GRADAGG_NVLINK_THREADS
+// (per block), GRADAGG_NVLINK_INTERLEAVED (0: one slice per block), GRADAGG_NVLINK_ALL_PUSH (1: all-push, 0: owners
+// pull; unset: by group size), GRADAGG_NVLINK_PUSH_CHUNK (bytes), GRADAGG_NVLINK_PEER_ORDER (0, 1, 2: PeerOrder),
+// GRADAGG_NVLINK_GROUP_SIZE, GRADAGG_NVLINK_TOPOLOGY, GRADAGG_NVLINK_HOST_BETWEEN_GROUPS, GRADAGG_NVLINK_SHARE_GPUS
+// (tests only), GRADAGG_NVLINK_SUM_IN_READER and GRADAGG_TRACE. Throws UsageError for a value that does not parse or
+// a topology file that cannot be read.
 GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config = {});
 
 class GpuNode : public IntraNodePhase {
@@ -70,6 +74,9 @@ class GpuNode : public IntraNodePhase {
   void AllGather(const float* stripe, const std::vector<ElementRange>& shards, const FlatBuffers& gradient) override {
     AllGather(stripe, shards, gradient.Contiguous(), stream_);
   }
+  // On one fully connected group, unless GpuNodeConfig::sumInReader is off.
+  bool ReduceScatterTerms(const FlatBuffers& gradient, const std::vector<ElementRange>& shards,
+                          ValueTerms& terms) override;
   bool AllReduce(const FlatBuffers& gradient) override {
     AllReduce(gradient.Contiguous(), gradient.Contiguous(), gradient.size(), ElementType::kFloat32, stream_);
     return true;

@@ -108,6 +108,9 @@ class CudaCrossNodeBackend final : public DeviceCrossNodeBackend {
   void EncodeSum(SumTerm first, const void* addend, float* residual, size_t layout, void* wire) override {
     quantizer_.EncodeSum(first, addend, residual, layouts_[layout], wire, stream_);
   }
+  void EncodeTerms(const ValueTerms& values, float* residual, size_t layout, void* wire) override {
+    quantizer_.EncodeTerms(values, residual, layouts_[layout], wire, stream_);
+  }
   void Copy(float* to, const float* from, size_t count) override {
     GRADAGG_CUDA_CHECK(cudaMemcpyAsync(to, from, count * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
   }

@@ -106,6 +106,15 @@ void EncodeTyped(const QuantizerConfig& config, float clip, const T* values, con
   }
 }
 
+void EncodeTermsTyped(const QuantizerConfig& config, float clip, const ValueTerms& values, float* residual,
+                      const cuda_detail::BucketTable& table, void* wire, cudaStream_t stream) {
+  bool vector = VectorAccess(table, values.at[0], sizeof(float), residual);
+  for (int t = 1; t < values.count; ++t) vector = vector && Aligned(values.at[t], 4 * sizeof(float));
+  EncodeArgs<float> args{nullptr, nullptr, nullptr, residual, table, static_cast<unsigned char*>(wire), vector, clip};
+  args.terms = values;
+  LaunchEncode<float, EncodeInput::kTerms>(config, args, stream);
+}
+
 template <typename TOut, bool kAccumulate>
 void DecodeTyped(const QuantizerConfig& config, const void* wire, const cuda_detail::BucketTable& table, TOut* out,
                  unsigned long long* nonFinite, cudaStream_t stream) {
@@ -194,6 +203,15 @@ void CudaQuantizer::EncodeSum(SumTerm first, const void* addend, float* residual
                               void* wire, cudaStream_t stream) const {
   if (layout.elements() == 0) return;
   EncodeTyped(config_, clip_, first.values, first.wire, addend, residual, layout.table(), wire, stream);
+}
+
+void CudaQuantizer::EncodeTerms(const ValueTerms& values, float* residual, const DeviceBucketLayout& layout,
+                                void* wire, cudaStream_t stream) const {
+  if (config_.bits == kRawBits) throw std::invalid_argument("CudaQuantizer::EncodeTerms: 32 bits are not quantized");
+  if (values.count < 1 || values.count > ValueTerms::kMax)
+    throw std::invalid_argument("CudaQuantizer::EncodeTerms: " + std::to_string(values.count) + " terms");
+  if (layout.elements() == 0) return;
+  EncodeTermsTyped(config_, clip_, values, residual, layout.table(), wire, stream);
 }
 
 void CudaQuantizer::Decode(const void* wire, const DeviceBucketLayout& layout, void* out, ElementType type,

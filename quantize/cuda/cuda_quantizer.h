@@ -59,6 +59,12 @@ class CudaQuantizer {
   void EncodeSum(SumTerm first, const void* addend, float* residual, const DeviceBucketLayout& layout, void* wire,
                  cudaStream_t stream) const;
 
+  // Encode of the sum of the arrays of `values` in their order (float32, any device memory this GPU can read, e.g.
+  // peers' through NVLink), each addition one rounding: the bytes and residual of summing them into one array first
+  // and encoding that. Quantized bit widths only (not 32: std::invalid_argument).
+  void EncodeTerms(const ValueTerms& values, float* residual, const DeviceBucketLayout& layout, void* wire,
+                   cudaStream_t stream) const;
+
   // out[i] = decode(i), rounded to `type`. Adds the number of non-finite buckets to *nonFinite (device memory) when
   // it is not null.
   void Decode(const void* wire, const DeviceBucketLayout& layout, void* out, ElementType type, cudaStream_t stream,

@@ -1,7 +1,8 @@
 // Encode with error feedback, one warp per bucket, in one pass over values and residual.
 //
 //   0. find the bucket's place in the run (bucket_table.h);
-//   1. load v = values (or a sum with decoded wire images: EncodeInput) + residual for the bucket into registers
+//   1. load v = values (or a sum with decoded wire images, or of several arrays: EncodeInput) + residual for the
+//      bucket into registers
 //      (512 elements: 4 groups of 4 per lane; larger buckets are swept in 512-element chunks, reloaded per pass);
 //   2. statistics in the canonical order: per-lane sums, then the warp butterfly (bucket_lanes.cuh);
 //   3. codes and residuals from the header floats, exactly as a receiver decodes them; each lane packs its group's
@@ -17,13 +18,15 @@
 #include "quantize/cuda/bucket_decoder.cuh"
 #include "quantize/cuda/bucket_lanes.cuh"
 #include "quantize/cuda/bucket_table.h"
+#include "quantize/sum_term.h"
 
 namespace gradagg::cuda_detail {
 
 enum class EncodeMode { kOneBitZero, kOneBitMean, kRange };
 // What is encoded: the values, or a sum of two terms in this order, each addition one rounding (as DecodeAccumulate
-// into the first term, then Encode): values + decode(addend), or decode(first) + decode(addend).
-enum class EncodeInput { kValues, kValuesPlusWire, kWirePlusWire };
+// into the first term, then Encode): values + decode(addend), or decode(first) + decode(addend); or the sum of the
+// arrays of `terms` in their order (float32).
+enum class EncodeInput { kValues, kValuesPlusWire, kWirePlusWire, kTerms };
 
 constexpr int kEncodeGroups = 4;                            // groups per lane held in registers
 constexpr int kEncodeChunk = kGroupStride * kEncodeGroups;  // 512 elements
@@ -31,7 +34,7 @@ constexpr float kMinRange = 1e-36f;
 
 template <typename T>
 struct EncodeArgs {
-  const T* values;              // kWirePlusWire: unused
+  const T* values;              // kWirePlusWire, kTerms: unused
   const unsigned char* first;   // kWirePlusWire: a wire image of the same layout, the sum's first term
   const unsigned char* addend;  // kValuesPlusWire, kWirePlusWire: a wire image of the same layout, the second term
   float* residual;              // nullptr: no error feedback
@@ -39,6 +42,7 @@ struct EncodeArgs {
   unsigned char* wire;
   bool vector;  // 4-element loads and stores are aligned everywhere (arrays, bucket size, every segment's start)
   float clip;   // 2-8 bits: the range is +-clip * s
+  ValueTerms terms;  // kTerms: the arrays summed, at the run's start
 };
 
 // Blocks per multiprocessor the compiler must fit. 1 bit, zero threshold: five (at most 51 registers; at 54 only four
@@ -58,6 +62,7 @@ __global__ void __launch_bounds__(kBlockThreads, kEncodeMinBlocks<kMode, kInput>
   const int length = place.length;
   const bool vector = args.vector;
   const T* __restrict__ values = args.values != nullptr ? args.values + place.start : nullptr;
+  const size_t start = kInput == EncodeInput::kTerms ? place.start : 0;
   float* __restrict__ residual = args.residual != nullptr ? args.residual + place.start : nullptr;
   unsigned char* const bucketWire = args.wire + place.wire;
   const int chunks = (length + kEncodeChunk - 1) / kEncodeChunk;
@@ -70,7 +75,7 @@ __global__ void __launch_bounds__(kBlockThreads, kEncodeMinBlocks<kMode, kInput>
     }
   }();
   const auto addend = [&] {
-    if constexpr (kInput != EncodeInput::kValues) {
+    if constexpr (kInput == EncodeInput::kValuesPlusWire || kInput == EncodeInput::kWirePlusWire) {
       return BucketDecoder<kBits>(args.addend + place.wire);
     } else {
       return 0;
@@ -80,6 +85,26 @@ __global__ void __launch_bounds__(kBlockThreads, kEncodeMinBlocks<kMode, kInput>
   // 1. v = values (+ addend) + residual, one chunk at a time (once for buckets of up to 512 elements).
   float v[kEncodeGroups][kGroup];
   auto load = [&](int chunk) {
+    if constexpr (kInput == EncodeInput::kTerms) {  // term by term, every group's loads of a term in flight at once
+#pragma unroll
+      for (int j = 0; j < kEncodeGroups; ++j) {
+        const int base = chunk * kEncodeChunk + j * kGroupStride + kGroup * lane;
+        LoadGroup(args.terms.at[0] + start + base, GroupAt(base, length, vector), v[j]);
+      }
+      for (int t = 1; t < args.terms.count; ++t) {
+        float term[kEncodeGroups][kGroup];
+#pragma unroll
+        for (int j = 0; j < kEncodeGroups; ++j) {
+          const int base = chunk * kEncodeChunk + j * kGroupStride + kGroup * lane;
+          LoadGroup(args.terms.at[t] + start + base, GroupAt(base, length, vector), term[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < kEncodeGroups; ++j) {
+#pragma unroll
+          for (int c = 0; c < kGroup; ++c) v[j][c] = __fadd_rn(v[j][c], term[j][c]);
+        }
+      }
+    }
 #pragma unroll
     for (int j = 0; j < kEncodeGroups; ++j) {
       const int base = chunk * kEncodeChunk + j * kGroupStride + kGroup * lane;
@@ -88,10 +113,10 @@ __global__ void __launch_bounds__(kBlockThreads, kEncodeMinBlocks<kMode, kInput>
 #pragma unroll
         for (int c = 0; c < kGroup; ++c) v[j][c] = 0.0f;
         if (base < length) firstTerm.Group(base, v[j]);  // a group past the bucket's end has no codes to read
-      } else {
+      } else if constexpr (kInput != EncodeInput::kTerms) {
         LoadGroup(values + base, group, v[j]);
       }
-      if constexpr (kInput != EncodeInput::kValues) {
+      if constexpr (kInput == EncodeInput::kValuesPlusWire || kInput == EncodeInput::kWirePlusWire) {
         if (base < length) {
           float decoded[kGroup];
           addend.Group(base, decoded);

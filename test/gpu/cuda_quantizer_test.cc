@@ -191,6 +191,53 @@ class CudaQuantizerTest : public ::testing::Test {
     }
   }
 
+  // EncodeTerms of 2 and 3 arrays (the first `first`, widened from the round's input) against the CPU's sum of them,
+  // added in order, encoded with a residual; every array shifted by `offset` elements.
+  void ExpectTermsMatch(const Mode& mode, const Quantizer& cpu, const CudaQuantizer& gpu, const BucketLayout& layout,
+                        const DeviceBucketLayout& deviceLayout, const std::vector<float>& first, size_t offset,
+                        bool nanAware, const std::string& what) {
+    const size_t count = layout.elements();
+    const size_t wireBytes = WireBytes(layout, mode.bits);
+    const std::vector<std::vector<float>> sources = {first, RandomNormal(count, 23), RandomNormal(count, 29, 3.0f)};
+    std::vector<DeviceBuffer> arrays;
+    for (const std::vector<float>& source : sources) {
+      std::vector<float> shifted(count + offset, 0.0f);
+      std::copy(source.begin(), source.end(), shifted.begin() + static_cast<std::ptrdiff_t>(offset));
+      arrays.push_back(DeviceBuffer::From(shifted));
+    }
+    for (const int termCount : {2, 3}) {
+      const std::string which = what + ", sum of " + std::to_string(termCount) + " arrays";
+      std::vector<float> cpuSum = sources[0];
+      for (int t = 1; t < termCount; ++t) {
+        for (size_t i = 0; i < count; ++i) cpuSum[i] += sources[static_cast<size_t>(t)][i];
+      }
+      std::vector<float> cpuResidual = RandomNormal(count, 31, 0.1f);
+      std::vector<float> gpuStart(count + offset, 0.0f);
+      std::copy(cpuResidual.begin(), cpuResidual.end(), gpuStart.begin() + static_cast<std::ptrdiff_t>(offset));
+      DeviceBuffer gpuResidual = DeviceBuffer::From(gpuStart);
+      std::vector<uint32_t> cpuOut(wireBytes / 4 + 1);
+      cpu.Encode(cpuSum.data(), cpuResidual.data(), layout, cpuOut.data());
+      ValueTerms terms;
+      terms.count = termCount;
+      for (int t = 0; t < termCount; ++t) terms.at[t] = arrays[static_cast<size_t>(t)].as<float>() + offset;
+      DeviceBuffer out(wireBytes + kGuardBytes);
+      GRADAGG_CUDA_CHECK(cudaMemset(out.get(), kGuard, out.bytes()));
+      gpu.EncodeTerms(terms, gpuResidual.as<float>() + offset, deviceLayout, out.get(), stream_);
+      GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      const std::vector<unsigned char> gpuOut = out.ToHost<unsigned char>(out.bytes());
+      for (size_t b = wireBytes; b < gpuOut.size(); ++b) {
+        ASSERT_EQ(gpuOut[b], kGuard) << which << ": wrote past the wire";
+      }
+      ExpectSameWire(mode, layout, gpuOut.data(), reinterpret_cast<const unsigned char*>(cpuOut.data()), nanAware,
+                     which);
+      const std::vector<float> residual = gpuResidual.ToHost<float>(count + offset);
+      for (size_t i = 0; i < count; ++i) {
+        ASSERT_TRUE(SameOrBothNan(residual[offset + i], cpuResidual[i])) << which << ": residual " << i;
+      }
+      ASSERT_FALSE(HasFailure());
+    }
+  }
+
   // One round on GPU and CPU: encode (with residual, carried in `cpuResidual` / `gpuResidual`), decode, accumulate,
   // and the count of non-finite buckets. `offset` shifts the device arrays by that many elements, to exercise
   // unaligned access; `segments` (lengths summing to the source's) cut the run as tensors do, empty for one segment.
@@ -272,6 +319,8 @@ class CudaQuantizerTest : public ::testing::Test {
     }
     if constexpr (std::is_same_v<T, float>) {
       ExpectSumsMatch(mode, cpu, gpu, layout, deviceLayout, wire, cpuWireWords, offset, nanAware, what);
+      if (mode.bits != kRawBits)
+        ExpectTermsMatch(mode, cpu, gpu, layout, deviceLayout, widened, offset, nanAware, what);
     }
   }
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "intra_node/flat_buffers.h"
-#include "quantize/sum_term.h"
+#include "common/value_terms.h"
 
 namespace gradagg {
 

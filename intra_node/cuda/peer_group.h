@@ -31,7 +31,7 @@
 #include "intra_node/cuda/control_block.h"
 #include "intra_node/cuda/ipc_memory.h"
 #include "intra_node/cuda/peer_order.h"
-#include "quantize/sum_term.h"
+#include "common/value_terms.h"
 
 namespace gradagg::nvlink {
 

@@ -142,6 +142,37 @@ class CudaQuantizerTest : public ::testing::Test {
     EXPECT_EQ(at, wireBytes);
   }
 
+  // `encode(residual, out)` (device pointers, the residual shifted by `offset` elements) against the CPU's Encode of
+  // `cpuSum`, both from the same starting residual: the wire image bit for bit (nothing written past it) and the
+  // residual left behind.
+  template <typename Encode>
+  void ExpectEncodedLikeTheCpu(const Mode& mode, const Quantizer& cpu, const BucketLayout& layout,
+                               const std::vector<float>& cpuSum, size_t offset, bool nanAware, const std::string& which,
+                               Encode encode) {
+    const size_t count = layout.elements();
+    const size_t wireBytes = WireBytes(layout, mode.bits);
+    std::vector<float> cpuResidual = RandomNormal(count, 13, 0.1f);
+    std::vector<float> gpuStart(count + offset, 0.0f);
+    std::copy(cpuResidual.begin(), cpuResidual.end(), gpuStart.begin() + static_cast<std::ptrdiff_t>(offset));
+    DeviceBuffer gpuResidual = DeviceBuffer::From(gpuStart);
+    std::vector<uint32_t> cpuOut(wireBytes / 4 + 1);
+    cpu.Encode(cpuSum.data(), cpuResidual.data(), layout, cpuOut.data());
+    DeviceBuffer out(wireBytes + kGuardBytes);
+    GRADAGG_CUDA_CHECK(cudaMemset(out.get(), kGuard, out.bytes()));
+    encode(gpuResidual.as<float>() + offset, out.get());
+    GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    const std::vector<unsigned char> gpuOut = out.ToHost<unsigned char>(out.bytes());
+    for (size_t b = wireBytes; b < gpuOut.size(); ++b) {
+      ASSERT_EQ(gpuOut[b], kGuard) << which << ": wrote past the wire";
+    }
+    ExpectSameWire(mode, layout, gpuOut.data(), reinterpret_cast<const unsigned char*>(cpuOut.data()), nanAware,
+                   which);
+    const std::vector<float> residual = gpuResidual.ToHost<float>(count + offset);
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_TRUE(SameOrBothNan(residual[offset + i], cpuResidual[i])) << which << ": residual " << i;
+    }
+  }
+
   // EncodeSum of (values + decode(addend)) and of (decode(wire) + decode(addend)) against the CPU's DecodeAccumulate
   // into the first term, then Encode: wire and residual, bit for bit (float32). The addend is another wire image than
   // the round's (finite: beside a non-finite round's buckets it pairs finite with non-finite terms); values and
@@ -165,28 +196,11 @@ class CudaQuantizerTest : public ::testing::Test {
       std::vector<float> cpuSum = start;
       if (twoWires) cpu.Decode(cpuWireWords.data(), layout, cpuSum.data());
       cpu.DecodeAccumulate(cpuAddend.data(), layout, cpuSum.data());
-      std::vector<float> cpuResidual = RandomNormal(count, 13, 0.1f);
-      std::vector<float> gpuStart(count + offset, 0.0f);
-      std::copy(cpuResidual.begin(), cpuResidual.end(), gpuStart.begin() + static_cast<std::ptrdiff_t>(offset));
-      DeviceBuffer gpuResidual = DeviceBuffer::From(gpuStart);
-      std::vector<uint32_t> cpuOut(wireBytes / 4 + 1);
-      cpu.Encode(cpuSum.data(), cpuResidual.data(), layout, cpuOut.data());
-      DeviceBuffer out(wireBytes + kGuardBytes);
-      GRADAGG_CUDA_CHECK(cudaMemset(out.get(), kGuard, out.bytes()));
       const SumTerm first =
           twoWires ? SumTerm{nullptr, wire.get()} : SumTerm{values.as<float>() + offset, nullptr};
-      gpu.EncodeSum(first, addend.get(), gpuResidual.as<float>() + offset, deviceLayout, out.get(), stream_);
-      GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      const std::vector<unsigned char> gpuOut = out.ToHost<unsigned char>(out.bytes());
-      for (size_t b = wireBytes; b < gpuOut.size(); ++b) {
-        ASSERT_EQ(gpuOut[b], kGuard) << which << ": wrote past the wire";
-      }
-      ExpectSameWire(mode, layout, gpuOut.data(), reinterpret_cast<const unsigned char*>(cpuOut.data()), nanAware,
-                     which);
-      const std::vector<float> residual = gpuResidual.ToHost<float>(count + offset);
-      for (size_t i = 0; i < count; ++i) {
-        ASSERT_TRUE(SameOrBothNan(residual[offset + i], cpuResidual[i])) << which << ": residual " << i;
-      }
+      ExpectEncodedLikeTheCpu(mode, cpu, layout, cpuSum, offset, nanAware, which, [&](float* residual, void* out) {
+        gpu.EncodeSum(first, addend.get(), residual, deviceLayout, out, stream_);
+      });
       ASSERT_FALSE(HasFailure());
     }
   }
@@ -197,7 +211,6 @@ class CudaQuantizerTest : public ::testing::Test {
                         const DeviceBucketLayout& deviceLayout, const std::vector<float>& first, size_t offset,
                         bool nanAware, const std::string& what) {
     const size_t count = layout.elements();
-    const size_t wireBytes = WireBytes(layout, mode.bits);
     const std::vector<std::vector<float>> sources = {first, RandomNormal(count, 23), RandomNormal(count, 29, 3.0f)};
     std::vector<DeviceBuffer> arrays;
     for (const std::vector<float>& source : sources) {
@@ -211,29 +224,12 @@ class CudaQuantizerTest : public ::testing::Test {
       for (int t = 1; t < termCount; ++t) {
         for (size_t i = 0; i < count; ++i) cpuSum[i] += sources[static_cast<size_t>(t)][i];
       }
-      std::vector<float> cpuResidual = RandomNormal(count, 31, 0.1f);
-      std::vector<float> gpuStart(count + offset, 0.0f);
-      std::copy(cpuResidual.begin(), cpuResidual.end(), gpuStart.begin() + static_cast<std::ptrdiff_t>(offset));
-      DeviceBuffer gpuResidual = DeviceBuffer::From(gpuStart);
-      std::vector<uint32_t> cpuOut(wireBytes / 4 + 1);
-      cpu.Encode(cpuSum.data(), cpuResidual.data(), layout, cpuOut.data());
       ValueTerms terms;
       terms.count = termCount;
       for (int t = 0; t < termCount; ++t) terms.at[t] = arrays[static_cast<size_t>(t)].as<float>() + offset;
-      DeviceBuffer out(wireBytes + kGuardBytes);
-      GRADAGG_CUDA_CHECK(cudaMemset(out.get(), kGuard, out.bytes()));
-      gpu.EncodeTerms(terms, gpuResidual.as<float>() + offset, deviceLayout, out.get(), stream_);
-      GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      const std::vector<unsigned char> gpuOut = out.ToHost<unsigned char>(out.bytes());
-      for (size_t b = wireBytes; b < gpuOut.size(); ++b) {
-        ASSERT_EQ(gpuOut[b], kGuard) << which << ": wrote past the wire";
-      }
-      ExpectSameWire(mode, layout, gpuOut.data(), reinterpret_cast<const unsigned char*>(cpuOut.data()), nanAware,
-                     which);
-      const std::vector<float> residual = gpuResidual.ToHost<float>(count + offset);
-      for (size_t i = 0; i < count; ++i) {
-        ASSERT_TRUE(SameOrBothNan(residual[offset + i], cpuResidual[i])) << which << ": residual " << i;
-      }
+      ExpectEncodedLikeTheCpu(mode, cpu, layout, cpuSum, offset, nanAware, which, [&](float* residual, void* out) {
+        gpu.EncodeTerms(terms, residual, deviceLayout, out, stream_);
+      });
       ASSERT_FALSE(HasFailure());
     }
   }

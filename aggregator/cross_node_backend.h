@@ -56,6 +56,8 @@ class CrossNodeBackend {
   virtual void Encode(const float* values, float* residual, size_t layout, void* wire) = 0;
   virtual void Decode(const void* wire, size_t layout, float* out, bool count) = 0;
   virtual void DecodeAccumulate(const void* wire, size_t layout, float* sum) = 0;
+  // Decode into every array of `out` (counting as Decode does). Quantized bit widths only.
+  virtual void DecodeCopies(const void* wire, size_t layout, const ValueCopies& out, bool count) = 0;
   // Encode of first + Decode(addend), the sum never stored: the bytes and residual of DecodeAccumulate(addend,
   // layout, a copy of the first term (Decode of it, for a wire image)) followed by Encode of that copy.
   virtual void EncodeSum(SumTerm first, const void* addend, float* residual, size_t layout, void* wire) = 0;

@@ -83,9 +83,11 @@ void CrossNodePhase::InstallImportedResiduals() {
 }
 
 void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseTimes* times,
-                               const ValueTerms* values) {
+                               const ValueTerms* values, const ValueCopies* copies) {
   if (values != nullptr && !TakesValueTerms())
     throw std::logic_error("CrossNodePhase: the stripe's values as terms, but this phase reads them exactly");
+  if (copies != nullptr && values == nullptr)
+    throw std::logic_error("CrossNodePhase: copies of the aggregate without the stripe's values as terms");
   Reshape(layout);
   InstallImportedResiduals();
   CrossNodeBackend& backend = *backend_;
@@ -187,13 +189,19 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
   // 4. All-gather the quantized sums into the stripe's wire image, and decode every owner's part. Every node decodes
   //    the same bytes, so every node counts the same non-finite buckets. The parts fill disjoint ranges, so our own
   //    are decoded while the others travel, and each other as it arrives.
+  //    With copies, every decode writes every copy (the node's all-gather done here).
   const ExchangeMessages gather = plan_.Gather(ownWire, stripeWire);
-  const auto decodePart = [&](size_t part, const void* wire) {
-    backend.Time(CodecStep::kDecode, [&] { backend.Decode(wire, part, stripe + plan_.parts[part].begin, true); });
+  const auto decodeInto = [&](const void* wire, size_t index, size_t begin) {
+    backend.Time(CodecStep::kDecode, [&] {
+      if (copies != nullptr) {
+        backend.DecodeCopies(wire, index, copies->Shifted(begin), true);
+      } else {
+        backend.Decode(wire, index, stripe + begin, true);
+      }
+    });
   };
-  const auto decodeOwnParts = [&] {  // in one call
-    backend.Time(CodecStep::kDecode, [&] { backend.Decode(ownWire, ownLayout, stripe + own.begin, true); });
-  };
+  const auto decodePart = [&](size_t part, const void* wire) { decodeInto(wire, part, plan_.parts[part].begin); };
+  const auto decodeOwnParts = [&] { decodeInto(ownWire, ownLayout, own.begin); };  // in one call
   const auto decodeArrivedPart = [&](int partIndex) {
     const auto part = static_cast<size_t>(partIndex);
     if (plan_.Owner(part) != ownIndex) decodePart(part, gather.receives[part].data);

@@ -41,8 +41,10 @@ class CrossNodePhase {
   // `stripe` holds the aggregate over all nodes, bitwise the same on every node and on either backend. `times` (may
   // be null) gets the phase's times added.
   // With `values` (where TakesValueTerms), the stripe's values are their sum, read while quantizing and never stored
-  // (the node's reduce-scatter, fused); `stripe` then only receives the aggregate. The same bytes either way.
-  void Aggregate(float* stripe, const BucketLayout& layout, PhaseTimes* times, const ValueTerms* values = nullptr);
+  // (the node's reduce-scatter, fused); with `copies` too, the aggregate is decoded into every array of them instead
+  // of `stripe` (the node's all-gather, fused; `stripe` unused). The same bytes either way.
+  void Aggregate(float* stripe, const BucketLayout& layout, PhaseTimes* times, const ValueTerms* values = nullptr,
+                 const ValueCopies* copies = nullptr);
   // Whether Aggregate reads the stripe's values only by quantizing them, so that it can take them as a sum of terms:
   // our own sub-stripe is quantized too (no exact term) and the bit width is a quantized one.
   bool TakesValueTerms() const { return quantizeOwnStripe_ && quantizer_.bits != kRawBits; }

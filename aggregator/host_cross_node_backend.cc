@@ -48,6 +48,10 @@ class HostCrossNodeBackend final : public CrossNodeBackend {
     const size_t nonFinite = quantizer_.Decode(wire, layouts_[layout], out);
     if (count) nonFinite_ += nonFinite;
   }
+  void DecodeCopies(const void* wire, size_t layout, const ValueCopies& out, bool count) override {
+    Decode(wire, layout, out.at[0], count);
+    for (int c = 1; c < out.count; ++c) Copy(out.at[c], out.at[0], layouts_[layout].elements());
+  }
   void DecodeAccumulate(const void* wire, size_t layout, float* sum) override {
     quantizer_.DecodeAccumulate(wire, layouts_[layout], sum);
   }

@@ -17,8 +17,9 @@ void RunThreePhases(const ThreePhases& phases, const FlatBuffers& flat, const Bu
   };
   // Phase 2 on `values`, with its byte counts and non-finite buckets. Each rank counted its own stripe's buckets:
   // the node's sum is the call's, the same on every rank.
-  const auto acrossNodes = [&](float* values, const BucketLayout& layout, const ValueTerms* terms) {
-    phases.cross->Aggregate(values, layout, phases.timing ? &times : nullptr, terms);
+  const auto acrossNodes = [&](float* values, const BucketLayout& layout, const ValueTerms* terms,
+                                const ValueCopies* copies) {
+    phases.cross->Aggregate(values, layout, phases.timing ? &times : nullptr, terms, copies);
     stats.interNodeBytesSent = phases.cross->lastBytesSent();
     stats.interNodeFloatBytes = phases.cross->lastFloatBytes();
     stats.nonFiniteBuckets = SumOver(phases.nodeComm, phases.cross->lastNonFiniteBuckets());
@@ -26,7 +27,7 @@ void RunThreePhases(const ThreePhases& phases, const FlatBuffers& flat, const Bu
   };
   if (flat.size() == 0) return;
   if (phases.node == nullptr) {
-    if (phases.cross) acrossNodes(flat.Contiguous(), callLayout, nullptr);
+    if (phases.cross) acrossNodes(flat.Contiguous(), callLayout, nullptr, nullptr);
     return;
   }
   lap();
@@ -37,25 +38,31 @@ void RunThreePhases(const ThreePhases& phases, const FlatBuffers& flat, const Bu
   }
 
   // 1. Intra-node reduce-scatter: our stripe, summed over the node (in our shard of the gradient where it can be).
-  //    Where phase 2 reads the stripe only to quantize it, the node may leave the sum to phase 2's quantizer instead,
-  //    which adds the node's terms as it reads them (the same sums): the stripe is then written once, by phase 2.
+  //    Where phase 2 reads the stripe only to quantize it, the node may leave phases 1 and 3 to phase 2 instead: its
+  //    quantizer adds the node's terms as it reads them (the same sums), and its decode writes our aggregated shard
+  //    into every rank's gradient; no stripe is stored.
   ValueTerms terms;
-  const bool sumInPhase2 = phases.cross != nullptr && phases.cross->TakesValueTerms() && !phases.keepStripeAt &&
-                           phases.node->ReduceScatterTerms(flat, shards, terms);
-  float* const inPlace = sumInPhase2 ? nullptr : phases.node->StripeInPlace(flat, shards);
+  ValueCopies copies;
+  const bool inPhase2 = phases.cross != nullptr && phases.cross->TakesValueTerms() && !phases.keepStripeAt &&
+                        phases.node->LeavePhasesToPhase2(flat, shards, terms, copies);
+  float* const inPlace = inPhase2 ? nullptr : phases.node->StripeInPlace(flat, shards);
   if (inPlace) stripe = inPlace;
-  if (!sumInPhase2) phases.node->ReduceScatter(flat, shards, stripe);
+  if (!inPhase2) phases.node->ReduceScatter(flat, shards, stripe);
   times.reduceScatter = lap();
 
   // 2. Inter-node quantized exchange of the stripe.
-  if (phases.cross) acrossNodes(stripe, stripeLayout, sumInPhase2 ? &terms : nullptr);
+  if (phases.cross) acrossNodes(stripe, stripeLayout, inPhase2 ? &terms : nullptr, inPhase2 ? &copies : nullptr);
   if (phases.keepStripeAt) {  // a reduce-scatter: the stripe into this rank's shard of the gradient, no phase 3
     if (stripe != inPlace) flat.CopyIn(*phases.keepStripeAt, stripe);
     return;
   }
 
-  // 3. Intra-node all-gather: every rank gets every stripe.
-  phases.node->AllGather(stripe, shards, flat);
+  // 3. Intra-node all-gather: every rank gets every stripe (done by phase 2's decode: only its end).
+  if (inPhase2) {
+    phases.node->FinishGather();
+  } else {
+    phases.node->AllGather(stripe, shards, flat);
+  }
   times.allGather = lap();
 }
 

@@ -273,12 +273,14 @@ void GpuNode::ReduceScatter(const float* input, const std::vector<ElementRange>&
   GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-bool GpuNode::ReduceScatterTerms(const FlatBuffers& gradient, const std::vector<ElementRange>& shards,
-                                 ValueTerms& terms) {
+bool GpuNode::LeavePhasesToPhase2(const FlatBuffers& gradient, const std::vector<ElementRange>& shards,
+                                  ValueTerms& terms, ValueCopies& copies) {
   if (!fullyConnected() || !config_.sumInReader) return false;
-  terms = peers_->ReduceScatterTerms(gradient.Contiguous(), shards, stream_);
+  peers_->LeaveToReader(gradient.Contiguous(), shards, stream_, terms, copies);
   return true;
 }
+
+void GpuNode::FinishGather() { peers_->FinishGather(stream_); }
 
 void GpuNode::AllGather(const float* stripe, const std::vector<ElementRange>& shards, float* output,
                         cudaStream_t stream) {

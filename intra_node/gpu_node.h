@@ -43,8 +43,8 @@ struct GpuNodeConfig {
   // GRADAGG_NVLINK_SHARE_GPUS=1: let several local ranks share a GPU, so the kernels for G ranks can be tested on
   // fewer GPUs. Their kernels then time-slice (they spin on each other's flags): correct, but no measure of speed.
   bool shareGpus = false;
-  // GRADAGG_NVLINK_SUM_IN_READER=0: phase 1 writes the stripe before phase 2 reads it, instead of phase 2's quantizer
-  // summing the node's terms as it reads them (ReduceScatterTerms; for comparison).
+  // GRADAGG_NVLINK_SUM_IN_READER=0: phases 1 and 3 run on a stripe, instead of phase 2's quantizer summing the node's
+  // terms as it reads them and its decode writing every rank's gradient (LeavePhasesToPhase2; for comparison).
   bool sumInReader = true;
 };
 
@@ -75,8 +75,9 @@ class GpuNode : public IntraNodePhase {
     AllGather(stripe, shards, gradient.Contiguous(), stream_);
   }
   // On one fully connected group, unless GpuNodeConfig::sumInReader is off.
-  bool ReduceScatterTerms(const FlatBuffers& gradient, const std::vector<ElementRange>& shards,
-                          ValueTerms& terms) override;
+  bool LeavePhasesToPhase2(const FlatBuffers& gradient, const std::vector<ElementRange>& shards, ValueTerms& terms,
+                           ValueCopies& copies) override;
+  void FinishGather() override;
   bool AllReduce(const FlatBuffers& gradient) override {
     AllReduce(gradient.Contiguous(), gradient.Contiguous(), gradient.size(), ElementType::kFloat32, stream_);
     return true;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "intra_node/flat_buffers.h"
-#include "common/value_terms.h"
+#include "common/value_arrays.h"
 
 namespace gradagg {
 
@@ -24,11 +24,17 @@ class IntraNodePhase {
   // rank receives every local rank's stripe at that rank's shard of `gradient`.
   virtual void AllGather(const float* stripe, const std::vector<ElementRange>& shards, const FlatBuffers& gradient) = 0;
 
-  // Phase 1 left to its reader, where the implementation can: `terms` get every local rank's elements of this rank's
-  // shard, in local-rank order, for a reader that sums them in that order while it reads them (phase 2's quantizer:
-  // the same sums as ReduceScatter's). They hold until AllGather, which must follow before the gradient changes.
-  // Collective over the node, like ReduceScatter; returns false (having done nothing) where phase 1 must run.
-  virtual bool ReduceScatterTerms(const FlatBuffers&, const std::vector<ElementRange>&, ValueTerms&) { return false; }
+  // Phases 1 and 3 left to phase 2, where the implementation can: `terms` get every local rank's elements of this
+  // rank's shard, in local-rank order, for a reader that sums them in that order as it reads them (phase 2's
+  // quantizer: ReduceScatter's sums), and `copies` every local rank's gradient at this rank's shard, for a writer that
+  // stores this rank's aggregated shard into all of them (AllGather's result). Collective over the node, like
+  // ReduceScatter; returns false (having done nothing) where the phases must run. The terms hold until the copies are
+  // written; FinishGather must follow before the gradient is read.
+  virtual bool LeavePhasesToPhase2(const FlatBuffers&, const std::vector<ElementRange>&, ValueTerms&, ValueCopies&) {
+    return false;
+  }
+  // Collective: every rank's copies are written, and visible here.
+  virtual void FinishGather() {}
   // Where ReduceScatter may leave this rank's stripe in the gradient itself (its shard, when that lies in one
   // buffer), so that phase 2 works on it there and AllGather need not copy it back; null: in the caller's stripe.
   virtual float* StripeInPlace(const FlatBuffers&, const std::vector<ElementRange>&) { return nullptr; }

@@ -102,6 +102,9 @@ class CudaCrossNodeBackend final : public DeviceCrossNodeBackend {
     quantizer_.Decode(wire, layouts_[layout], out, ElementType::kFloat32, stream_,
                       count ? nonFinite_.as<unsigned long long>() : nullptr);
   }
+  void DecodeCopies(const void* wire, size_t layout, const ValueCopies& out, bool count) override {
+    quantizer_.DecodeCopies(wire, layouts_[layout], out, stream_, count ? nonFinite_.as<unsigned long long>() : nullptr);
+  }
   void DecodeAccumulate(const void* wire, size_t layout, float* sum) override {
     quantizer_.DecodeAccumulate(wire, layouts_[layout], sum, stream_);
   }

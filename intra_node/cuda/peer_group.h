@@ -31,7 +31,7 @@
 #include "intra_node/cuda/control_block.h"
 #include "intra_node/cuda/ipc_memory.h"
 #include "intra_node/cuda/peer_order.h"
-#include "common/value_terms.h"
+#include "common/value_arrays.h"
 
 namespace gradagg::nvlink {
 
@@ -113,12 +113,15 @@ class PeerGroup {
   // that order: the running sum of ranks before this group goes on through it (always pulled, never all-push).
   void ReduceScatter(const void* input, const std::vector<ElementRange>& shards, void* stripe, ElementType type,
                      cudaStream_t stream, const float* carry = nullptr);
-  // The reduce-scatter of float32 `input` (registered) left to a later kernel on `stream`: once this call's wait for
-  // every peer has run there, the returned terms (every local rank's elements in this rank's shard, mapped here, in
-  // local-rank order) hold the sum's inputs. They stay unchanged until this rank's next call (peers write into
-  // this rank's shard only after passing that call's first barrier), which must come before the input changes:
-  // an AllGather into it.
-  ValueTerms ReduceScatterTerms(const void* input, const std::vector<ElementRange>& shards, cudaStream_t stream);
+  // Reduce-scatter and all-gather of float32 `gradient` (registered) left to later kernels on `stream`: once this
+  // call's wait for every peer has run there, `terms` (every local rank's elements in this rank's shard, mapped here,
+  // in local-rank order) hold the sum's inputs, and `copies` (the same places, writable) take this rank's result on
+  // every rank. The terms stay unchanged until they are overwritten with the copies: no peer writes into this rank's
+  // shard, and each writes its own shard only after its reads of it. FinishGather, after the last copy is written,
+  // waits until every peer has written its copies here.
+  void LeaveToReader(const void* gradient, const std::vector<ElementRange>& shards, cudaStream_t stream,
+                     ValueTerms& terms, ValueCopies& copies);
+  void FinishGather(cudaStream_t stream);
   // Every rank's stripe lands at its shard of `output` on every rank. Both buffers registered.
   void AllGather(const void* stripe, const std::vector<ElementRange>& shards, void* output, ElementType type,
                  cudaStream_t stream);

@@ -115,30 +115,32 @@ void EncodeTermsTyped(const QuantizerConfig& config, float clip, const ValueTerm
   LaunchEncode<float, EncodeInput::kTerms>(config, args, stream);
 }
 
-template <typename TOut, bool kAccumulate>
+template <typename TOut, bool kAccumulate, bool kCopies = false>
 void DecodeTyped(const QuantizerConfig& config, const void* wire, const cuda_detail::BucketTable& table, TOut* out,
-                 unsigned long long* nonFinite, cudaStream_t stream) {
+                 unsigned long long* nonFinite, cudaStream_t stream, const ValueCopies& copies = {}) {
   if (config.bits == kRawBits) {
     cuda_detail::DecodeRawKernel<TOut, kAccumulate>
         <<<RawBlocks(table.count), kThreads, 0, stream>>>(static_cast<const float*>(wire), table.count, out);
     GRADAGG_CUDA_CHECK_LAUNCH("DecodeRawKernel");
     return;
   }
-  const DecodeArgs<TOut> args{static_cast<const unsigned char*>(wire), table, out,
-                              VectorAccess(table, out, sizeof(TOut), nullptr), nonFinite};
+  bool vector = VectorAccess(table, kCopies ? static_cast<const void*>(copies.at[0]) : out, sizeof(TOut), nullptr);
+  for (int c = 1; kCopies && c < copies.count; ++c) vector = vector && Aligned(copies.at[c], 4 * sizeof(TOut));
+  DecodeArgs<TOut> args{static_cast<const unsigned char*>(wire), table, out, vector, nonFinite};
+  args.copies = copies;
   const unsigned blocks = BlocksFor(table.buckets);
   switch (config.bits) {
     case 1:
-      cuda_detail::DecodeBucketsKernel<TOut, 1, kAccumulate><<<blocks, kThreads, 0, stream>>>(args);
+      cuda_detail::DecodeBucketsKernel<TOut, 1, kAccumulate, kCopies><<<blocks, kThreads, 0, stream>>>(args);
       break;
     case 2:
-      cuda_detail::DecodeBucketsKernel<TOut, 2, kAccumulate><<<blocks, kThreads, 0, stream>>>(args);
+      cuda_detail::DecodeBucketsKernel<TOut, 2, kAccumulate, kCopies><<<blocks, kThreads, 0, stream>>>(args);
       break;
     case 4:
-      cuda_detail::DecodeBucketsKernel<TOut, 4, kAccumulate><<<blocks, kThreads, 0, stream>>>(args);
+      cuda_detail::DecodeBucketsKernel<TOut, 4, kAccumulate, kCopies><<<blocks, kThreads, 0, stream>>>(args);
       break;
     default:
-      cuda_detail::DecodeBucketsKernel<TOut, 8, kAccumulate><<<blocks, kThreads, 0, stream>>>(args);
+      cuda_detail::DecodeBucketsKernel<TOut, 8, kAccumulate, kCopies><<<blocks, kThreads, 0, stream>>>(args);
       break;
   }
   GRADAGG_CUDA_CHECK_LAUNCH("DecodeBucketsKernel<bits=" + std::to_string(config.bits) + ">");
@@ -221,6 +223,15 @@ void CudaQuantizer::Decode(const void* wire, const DeviceBucketLayout& layout, v
     using T = decltype(element);
     DecodeTyped<T, false>(config_, wire, layout.table(), static_cast<T*>(out), nonFinite, stream);
   });
+}
+
+void CudaQuantizer::DecodeCopies(const void* wire, const DeviceBucketLayout& layout, const ValueCopies& out,
+                                 cudaStream_t stream, unsigned long long* nonFinite) const {
+  if (config_.bits == kRawBits) throw std::invalid_argument("CudaQuantizer::DecodeCopies: 32 bits are not quantized");
+  if (out.count < 1 || out.count > ValueCopies::kMax)
+    throw std::invalid_argument("CudaQuantizer::DecodeCopies: " + std::to_string(out.count) + " arrays");
+  if (layout.elements() == 0) return;
+  DecodeTyped<float, false, true>(config_, wire, layout.table(), nullptr, nonFinite, stream, out);
 }
 
 void CudaQuantizer::DecodeAccumulate(const void* wire, const DeviceBucketLayout& layout, float* accumulator,

@@ -70,6 +70,11 @@ class CudaQuantizer {
   void Decode(const void* wire, const DeviceBucketLayout& layout, void* out, ElementType type, cudaStream_t stream,
               unsigned long long* nonFinite = nullptr) const;
 
+  // Decode into every array of `out` (float32, any device memory this GPU can write, e.g. peers' through NVLink);
+  // counts as Decode does. Quantized bit widths only (not 32: std::invalid_argument).
+  void DecodeCopies(const void* wire, const DeviceBucketLayout& layout, const ValueCopies& out, cudaStream_t stream,
+                    unsigned long long* nonFinite = nullptr) const;
+
   // accumulator[i] = accumulator[i] + decode(i), float32; counts as Decode does.
   void DecodeAccumulate(const void* wire, const DeviceBucketLayout& layout, float* accumulator, cudaStream_t stream,
                         unsigned long long* nonFinite = nullptr) const;

@@ -1,6 +1,6 @@
-// Decode (or decode-and-accumulate), one warp per bucket: every lane reads the bucket's two header floats, then
-// for each of its 4-element groups the 32-bit word that holds their codes, and writes 4 values (bucket_decoder.cuh);
-// lane 0 counts a non-finite bucket.
+// Decode (or decode-and-accumulate, or decode into several arrays), one warp per bucket: every lane reads the
+// bucket's two header floats, then for each of its 4-element groups the 32-bit word that holds their codes, and
+// writes 4 values (bucket_decoder.cuh); lane 0 counts a non-finite bucket.
 #pragma once
 
 #include <cstddef>
@@ -9,6 +9,7 @@
 #include "quantize/cuda/bucket_decoder.cuh"
 #include "quantize/cuda/bucket_lanes.cuh"
 #include "quantize/cuda/bucket_table.h"
+#include "common/value_arrays.h"
 
 namespace gradagg::cuda_detail {
 
@@ -16,12 +17,13 @@ template <typename TOut>
 struct DecodeArgs {
   const unsigned char* wire;
   BucketTable table;
-  TOut* out;  // decode: written; accumulate (float only): out[i] += value
+  TOut* out;  // decode: written; accumulate (float only): out[i] += value; copies: unused
   bool vector;
   unsigned long long* nonFinite;  // nullptr, or a counter of non-finite buckets
+  ValueCopies copies;             // kCopies (float only): every array written with the same values
 };
 
-template <typename TOut, int kBits, bool kAccumulate>
+template <typename TOut, int kBits, bool kAccumulate, bool kCopies = false>
 __global__ void DecodeBucketsKernel(DecodeArgs<TOut> args) {
   const size_t bucket = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x % kWarpSize);
@@ -29,14 +31,16 @@ __global__ void DecodeBucketsKernel(DecodeArgs<TOut> args) {
   const BucketPlace place = Locate(args.table, bucket);
   const int length = place.length;
   const BucketDecoder<kBits> decoder(args.wire + place.wire);
-  TOut* __restrict__ out = args.out + place.start;
+  TOut* __restrict__ out = kCopies ? nullptr : args.out + place.start;
   if (!decoder.finite() && lane == 0 && args.nonFinite != nullptr) atomicAdd(args.nonFinite, 1ull);
 #pragma unroll 4
   for (int base = kGroup * lane; base < length; base += kGroupStride) {
     const Group group = GroupAt(base, length, args.vector);
     float decoded[kGroup];
     decoder.Group(base, decoded);
-    if constexpr (kAccumulate) {
+    if constexpr (kCopies) {
+      for (int c = 0; c < args.copies.count; ++c) StoreGroup(args.copies.at[c] + place.start + base, group, decoded);
+    } else if constexpr (kAccumulate) {
       float sum[kGroup];
       LoadGroup(out + base, group, sum);
 #pragma unroll

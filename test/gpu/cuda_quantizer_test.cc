@@ -234,6 +234,36 @@ class CudaQuantizerTest : public ::testing::Test {
     }
   }
 
+  // DecodeCopies into 3 arrays shifted by `offset` elements: each is the CPU's decode, nothing written past its end,
+  // the non-finite buckets counted once.
+  void ExpectCopiesMatch(const CudaQuantizer& gpu, const DeviceBucketLayout& deviceLayout, const DeviceBuffer& wire,
+                         const std::vector<float>& cpuDecoded, size_t cpuNonFinite, size_t offset,
+                         const std::string& what) {
+    const size_t count = cpuDecoded.size();
+    std::vector<DeviceBuffer> arrays;
+    ValueCopies copies;
+    copies.count = 3;
+    for (int c = 0; c < copies.count; ++c) {
+      arrays.emplace_back((count + offset) * sizeof(float) + kGuardBytes);
+      GRADAGG_CUDA_CHECK(cudaMemset(arrays.back().get(), kGuard, arrays.back().bytes()));
+      copies.at[c] = arrays.back().as<float>() + offset;
+    }
+    DeviceBuffer nonFinite = DeviceBuffer::From(std::vector<unsigned long long>(1, 0));
+    gpu.DecodeCopies(wire.get(), deviceLayout, copies, stream_, nonFinite.as<unsigned long long>());
+    GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    ASSERT_EQ(nonFinite.ToHost<unsigned long long>(1)[0], cpuNonFinite) << what << ": non-finite buckets (copies)";
+    for (const DeviceBuffer& array : arrays) {
+      const std::vector<unsigned char> bytes = array.ToHost<unsigned char>(array.bytes());
+      for (size_t b = (count + offset) * sizeof(float); b < bytes.size(); ++b) {
+        ASSERT_EQ(bytes[b], kGuard) << what << ": copies wrote past the end";
+      }
+      const std::vector<float> values = array.ToHost<float>(count + offset);
+      for (size_t i = 0; i < count; ++i) {
+        ASSERT_TRUE(SameOrBothNan(values[offset + i], cpuDecoded[i])) << what << ": copy " << i;
+      }
+    }
+  }
+
   // One round on GPU and CPU: encode (with residual, carried in `cpuResidual` / `gpuResidual`), decode, accumulate,
   // and the count of non-finite buckets. `offset` shifts the device arrays by that many elements, to exercise
   // unaligned access; `segments` (lengths summing to the source's) cut the run as tensors do, empty for one segment.
@@ -314,6 +344,7 @@ class CudaQuantizerTest : public ::testing::Test {
       ASSERT_TRUE(SameOrBothNan(gpuSums[offset + i], start[offset + i] + cpuDecoded[i])) << what << ": sum " << i;
     }
     if constexpr (std::is_same_v<T, float>) {
+      if (mode.bits != kRawBits) ExpectCopiesMatch(gpu, deviceLayout, wire, cpuDecoded, cpuNonFinite, offset, what);
       ExpectSumsMatch(mode, cpu, gpu, layout, deviceLayout, wire, cpuWireWords, offset, nanAware, what);
       if (mode.bits != kRawBits)
         ExpectTermsMatch(mode, cpu, gpu, layout, deviceLayout, widened, offset, nanAware, what);

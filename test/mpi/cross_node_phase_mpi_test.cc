@@ -1,5 +1,6 @@
-// Phase 2 taking its stripe's values as a sum of terms (the node's reduce-scatter left to its quantizer) gives the
-// bytes and residuals of the same phase on the stored sum. Every rank is a node here (cross = MPI_COMM_WORLD), on the
+// Phase 2 taking its stripe's values as a sum of terms (the node's reduce-scatter left to its quantizer), and
+// decoding the aggregate into copies (the node's all-gather left to it), gives the bytes and residuals of the same
+// phase on the stored sum. Every rank is a node here (cross = MPI_COMM_WORLD), on the
 // host backend, whose EncodeTerms sums the terms the way the GPU's encode kernel does.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -49,11 +50,23 @@ TEST(CrossNodePhaseTerms, ASumOfTermsGivesTheBytesAndResidualsOfTheStoredSum) {
       values.count = static_cast<int>(terms.size());
       for (size_t t = 0; t < terms.size(); ++t) values.at[t] = terms[t].data();
       std::vector<float> out(count, -7.0f);  // not read: the terms are the values
+      std::vector<float> first(count, -5.0f), second(count, -3.0f);
+      ValueCopies copies;
+      copies.count = 2;
+      copies.at[0] = first.data();
+      copies.at[1] = second.data();
       stored.Aggregate(sum.data(), layout, nullptr);
-      summed.Aggregate(out.data(), layout, nullptr, &values);
+      // Odd calls decode into the copies instead of the stripe (left as it was).
+      summed.Aggregate(out.data(), layout, nullptr, &values, call % 2 == 1 ? &copies : nullptr);
       const std::string what = std::to_string(bits) + " bits, call " + std::to_string(call);
-      EXPECT_TRUE(SameBits(out, sum)) << what;
-      EXPECT_TRUE(IdenticalOnAllRanks(out)) << what;
+      if (call % 2 == 1) {
+        EXPECT_TRUE(SameBits(first, sum)) << what;
+        EXPECT_TRUE(SameBits(second, sum)) << what;
+        EXPECT_TRUE(SameBits(out, std::vector<float>(count, -7.0f))) << what;
+      } else {
+        EXPECT_TRUE(SameBits(out, sum)) << what;
+      }
+      EXPECT_TRUE(IdenticalOnAllRanks(sum)) << what;
     }
     std::vector<float> storedStripe, storedOwn, summedStripe, summedOwn;
     stored.ExportResiduals(&storedStripe, &storedOwn);
@@ -63,7 +76,7 @@ TEST(CrossNodePhaseTerms, ASumOfTermsGivesTheBytesAndResidualsOfTheStoredSum) {
   }
 }
 
-TEST(CrossNodePhaseTerms, APhaseThatReadsItsStripeExactlyRefusesTerms) {
+TEST(CrossNodePhaseTerms, APhaseThatReadsItsStripeExactlyRefusesTermsAndCopiesNeedTerms) {
   if (WorldSize() == 1) GTEST_SKIP() << "needs several nodes";
   for (const bool raw : {false, true}) {
     AggregatorOptions options = PhaseOptions(raw ? 32 : 1);
@@ -76,6 +89,13 @@ TEST(CrossNodePhaseTerms, APhaseThatReadsItsStripeExactlyRefusesTerms) {
     values.at[0] = stripe.data();
     EXPECT_THROW(phase.Aggregate(stripe.data(), BucketLayout({300}, 100), nullptr, &values), std::logic_error);
   }
+  const AggregatorOptions options = PhaseOptions(1);
+  CrossNodePhase phase(MPI_COMM_WORLD, options, MakeHostCrossNodeBackend(options));
+  std::vector<float> stripe(300, 1.0f);
+  ValueCopies copies;
+  copies.count = 1;
+  copies.at[0] = stripe.data();
+  EXPECT_THROW(phase.Aggregate(stripe.data(), BucketLayout({300}, 100), nullptr, nullptr, &copies), std::logic_error);
 }
 
 }  // namespace

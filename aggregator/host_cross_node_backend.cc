@@ -49,6 +49,7 @@ class HostCrossNodeBackend final : public CrossNodeBackend {
     if (count) nonFinite_ += nonFinite;
   }
   void DecodeCopies(const void* wire, size_t layout, const ValueCopies& out, bool count) override {
+    CheckArrayCount("DecodeCopies", out.count);
     Decode(wire, layout, out.at[0], count);
     for (int c = 1; c < out.count; ++c) Copy(out.at[c], out.at[0], layouts_[layout].elements());
   }
@@ -67,6 +68,7 @@ class HostCrossNodeBackend final : public CrossNodeBackend {
     quantizer_.Encode(sum_.data(), residual, buckets, wire);
   }
   void EncodeTerms(const ValueTerms& values, float* residual, size_t layout, void* wire) override {
+    CheckArrayCount("EncodeTerms", values.count);
     const BucketLayout& buckets = layouts_[layout];
     sum_.assign(values.at[0], values.at[0] + buckets.elements());
     for (int t = 1; t < values.count; ++t) Add(sum_.data(), values.at[t], sum_.size());

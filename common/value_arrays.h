@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstddef>
+#include <stdexcept>
+#include <string>
 
 namespace gradagg {
 
@@ -26,5 +28,11 @@ struct ValueArrays {
 
 using ValueTerms = ValueArrays<const float>;
 using ValueCopies = ValueArrays<float>;
+
+// Throws std::invalid_argument unless 1 <= count <= 16; `what` names the call.
+inline void CheckArrayCount(const char* what, int count) {
+  if (count < 1 || count > ValueArrays<float>::kMax)
+    throw std::invalid_argument(std::string(what) + ": " + std::to_string(count) + " arrays (1 to 16)");
+}
 
 }  // namespace gradagg

@@ -90,6 +90,10 @@ GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
 
 GpuNode::GpuNode(MPI_Comm node, const GpuNodeConfig& config) : config_(config), node_(Communicator::Duplicate(node)) {
   const int ranks = node_.size(), me = node_.rank();
+  // Phases left to phase 2 change which calls every rank makes: only where every rank of the node has them on.
+  int sumInReader = config_.sumInReader ? 1 : 0;
+  GRADAGG_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sumInReader, 1, MPI_INT, MPI_MIN, node_.get()));
+  config_.sumInReader = sumInReader == 1;
 
   // 1. Who reaches whom.
   const std::vector<std::string> pciIds = AllGatherStrings(node_.get(), nvlink::CurrentDevicePciBusId(), 64);

@@ -6,7 +6,9 @@
 
 namespace gradagg {
 
-// Seconds spent by this rank in the last call, per phase (filled when options.timing is on; total always).
+// Seconds spent by this rank in the last call, per phase (filled when options.timing is on; total always). Where a
+// node of GPUs leaves phases 1 and 3 to phase 2 (docs/DESIGN.md), reduceScatter and allGather are its barriers alone
+// and the NVLink traffic is timed with quantize (reading the peers' terms) and decode (writing every rank's copy).
 struct PhaseTimes {
   double agreement = 0.0;      // size check and header sum
   double reduceScatter = 0.0;  // phase 1

@@ -13,9 +13,14 @@ namespace {
 
 static_assert(ValueTerms::kMax >= kMaxLocalRanks, "an array for every local rank");
 
-// One block: thread p waits for peer p. Every peer's stream has reached this call once it returns, and what each
-// wrote before it is visible here.
-__global__ void ArriveKernel(device::BarrierContext barrier) { device::NodeBarrier(barrier, 1); }
+// One block: thread p signals and waits for peer p. Once it returns without a failure, every peer's stream has reached
+// this call and what each wrote before it is visible here. A rank whose barrier has failed (a peer late past the
+// deadline, or another call) never arrives again, so that its peers time out and report as well, as they would at
+// a two-shot kernel's second barrier: nobody passes FinishGather after the fused work ran on a failed start.
+__global__ void ArriveKernel(device::BarrierContext barrier) {
+  if (*static_cast<volatile int*>(&barrier.peerControl[barrier.rank]->failureClaimed) != 0) return;
+  device::NodeBarrier(barrier, 1);
+}
 
 }  // namespace
 
@@ -24,7 +29,7 @@ void PeerGroup::LeaveToReader(const void* gradient, const std::vector<ElementRan
   DeviceGuard guard(device_);
   if (static_cast<int>(shards.size()) != ranks()) throw UsageError("reduce-scatter needs one shard per local rank");
   const Located in = Locate(gradient, shards.back().end() * sizeof(float), "the reduce-scatter input");
-  StartCall(Mix(Mix(6, shards.back().end()), in.offset));  // the same on every rank: no shard of its own
+  StartCall(Mix(Mix(8, shards.back().end()), in.offset));  // the same on every rank: no shard of its own
   ArriveKernel<<<1, kMaxLocalRanks, 0, stream>>>(Barrier());
   GRADAGG_CUDA_CHECK_LAUNCH("ArriveKernel");
   terms.count = copies.count = ranks();
@@ -36,7 +41,7 @@ void PeerGroup::LeaveToReader(const void* gradient, const std::vector<ElementRan
 
 void PeerGroup::FinishGather(cudaStream_t stream) {
   DeviceGuard guard(device_);
-  StartCall(7);
+  StartCall(9);
   ArriveKernel<<<1, kMaxLocalRanks, 0, stream>>>(Barrier());
   GRADAGG_CUDA_CHECK_LAUNCH("ArriveKernel");
 }

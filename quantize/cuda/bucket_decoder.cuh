@@ -4,6 +4,7 @@
 // first + second, which is the range rule with lower end first + second and step 0, so the loop is the same for all.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "quantize/cuda/bucket_lanes.cuh"
@@ -53,5 +54,16 @@ class BucketDecoder {
   bool finite_;
   bool degenerate_;
 };
+
+// The decoder of the bucket at byte `offset` of `wire` where kUsed, else a placeholder (0) that holds nothing; `wire`
+// is not touched unless used (it may be null then).
+template <int kBits, bool kUsed>
+__device__ inline auto DecoderIf(const unsigned char* wire, size_t offset) {
+  if constexpr (kUsed) {
+    return BucketDecoder<kBits>(wire + offset);
+  } else {
+    return 0;
+  }
+}
 
 }  // namespace gradagg::cuda_detail

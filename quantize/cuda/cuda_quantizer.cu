@@ -106,6 +106,12 @@ void EncodeTyped(const QuantizerConfig& config, float clip, const T* values, con
   }
 }
 
+// EncodeTerms and DecodeCopies: quantized widths only, and 1 to 16 arrays (else std::invalid_argument).
+void CheckQuantizedArrays(const char* what, const QuantizerConfig& config, int count) {
+  if (config.bits == kRawBits) throw std::invalid_argument(std::string(what) + ": 32 bits are not quantized");
+  CheckArrayCount(what, count);
+}
+
 void EncodeTermsTyped(const QuantizerConfig& config, float clip, const ValueTerms& values, float* residual,
                       const cuda_detail::BucketTable& table, void* wire, cudaStream_t stream) {
   bool vector = VectorAccess(table, values.at[0], sizeof(float), residual);
@@ -209,9 +215,7 @@ void CudaQuantizer::EncodeSum(SumTerm first, const void* addend, float* residual
 
 void CudaQuantizer::EncodeTerms(const ValueTerms& values, float* residual, const DeviceBucketLayout& layout,
                                 void* wire, cudaStream_t stream) const {
-  if (config_.bits == kRawBits) throw std::invalid_argument("CudaQuantizer::EncodeTerms: 32 bits are not quantized");
-  if (values.count < 1 || values.count > ValueTerms::kMax)
-    throw std::invalid_argument("CudaQuantizer::EncodeTerms: " + std::to_string(values.count) + " terms");
+  CheckQuantizedArrays("CudaQuantizer::EncodeTerms", config_, values.count);
   if (layout.elements() == 0) return;
   EncodeTermsTyped(config_, clip_, values, residual, layout.table(), wire, stream);
 }
@@ -227,9 +231,7 @@ void CudaQuantizer::Decode(const void* wire, const DeviceBucketLayout& layout, v
 
 void CudaQuantizer::DecodeCopies(const void* wire, const DeviceBucketLayout& layout, const ValueCopies& out,
                                  cudaStream_t stream, unsigned long long* nonFinite) const {
-  if (config_.bits == kRawBits) throw std::invalid_argument("CudaQuantizer::DecodeCopies: 32 bits are not quantized");
-  if (out.count < 1 || out.count > ValueCopies::kMax)
-    throw std::invalid_argument("CudaQuantizer::DecodeCopies: " + std::to_string(out.count) + " arrays");
+  CheckQuantizedArrays("CudaQuantizer::DecodeCopies", config_, out.count);
   if (layout.elements() == 0) return;
   DecodeTyped<float, false, true>(config_, wire, layout.table(), nullptr, nonFinite, stream, out);
 }

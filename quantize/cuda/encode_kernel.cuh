@@ -67,20 +67,9 @@ __global__ void __launch_bounds__(kBlockThreads, kEncodeMinBlocks<kMode, kInput>
   unsigned char* const bucketWire = args.wire + place.wire;
   const int chunks = (length + kEncodeChunk - 1) / kEncodeChunk;
   // The sum's terms in wire images: their bucket (its header read once), or nothing.
-  const auto firstTerm = [&] {
-    if constexpr (kInput == EncodeInput::kWirePlusWire) {
-      return BucketDecoder<kBits>(args.first + place.wire);
-    } else {
-      return 0;
-    }
-  }();
-  const auto addend = [&] {
-    if constexpr (kInput == EncodeInput::kValuesPlusWire || kInput == EncodeInput::kWirePlusWire) {
-      return BucketDecoder<kBits>(args.addend + place.wire);
-    } else {
-      return 0;
-    }
-  }();
+  constexpr bool kWireAddend = kInput == EncodeInput::kValuesPlusWire || kInput == EncodeInput::kWirePlusWire;
+  const auto firstTerm = DecoderIf<kBits, kInput == EncodeInput::kWirePlusWire>(args.first, place.wire);
+  const auto addend = DecoderIf<kBits, kWireAddend>(args.addend, place.wire);
 
   // 1. v = values (+ addend) + residual, one chunk at a time (once for buckets of up to 512 elements).
   float v[kEncodeGroups][kGroup];
@@ -116,7 +105,7 @@ __global__ void __launch_bounds__(kBlockThreads, kEncodeMinBlocks<kMode, kInput>
       } else if constexpr (kInput != EncodeInput::kTerms) {
         LoadGroup(values + base, group, v[j]);
       }
-      if constexpr (kInput == EncodeInput::kValuesPlusWire || kInput == EncodeInput::kWirePlusWire) {
+      if constexpr (kWireAddend) {
         if (base < length) {
           float decoded[kGroup];
           addend.Group(base, decoded);

@@ -206,36 +206,39 @@ class CudaQuantizerTest : public ::testing::Test {
   }
 
   // EncodeTerms of 2 and 3 arrays (the first `first`, widened from the round's input) against the CPU's sum of them,
-  // added in order, encoded with a residual; every array shifted by `offset` elements.
+  // added in order, encoded with a residual; every array shifted by `offset` elements, and then (mixed) array t by t
+  // more: only later terms misaligned, which must take the scalar path.
   void ExpectTermsMatch(const Mode& mode, const Quantizer& cpu, const CudaQuantizer& gpu, const BucketLayout& layout,
                         const DeviceBucketLayout& deviceLayout, const std::vector<float>& first, size_t offset,
                         bool nanAware, const std::string& what) {
     const size_t count = layout.elements();
     const std::vector<std::vector<float>> sources = {first, RandomNormal(count, 23), RandomNormal(count, 29, 3.0f)};
-    std::vector<DeviceBuffer> arrays;
-    for (const std::vector<float>& source : sources) {
-      std::vector<float> shifted(count + offset, 0.0f);
-      std::copy(source.begin(), source.end(), shifted.begin() + static_cast<std::ptrdiff_t>(offset));
-      arrays.push_back(DeviceBuffer::From(shifted));
-    }
-    for (const int termCount : {2, 3}) {
-      const std::string which = what + ", sum of " + std::to_string(termCount) + " arrays";
-      std::vector<float> cpuSum = sources[0];
-      for (int t = 1; t < termCount; ++t) {
-        for (size_t i = 0; i < count; ++i) cpuSum[i] += sources[static_cast<size_t>(t)][i];
-      }
+    for (const bool mixed : {false, true}) {
+      std::vector<DeviceBuffer> arrays;
       ValueTerms terms;
-      terms.count = termCount;
-      for (int t = 0; t < termCount; ++t) terms.at[t] = arrays[static_cast<size_t>(t)].as<float>() + offset;
-      ExpectEncodedLikeTheCpu(mode, cpu, layout, cpuSum, offset, nanAware, which, [&](float* residual, void* out) {
-        gpu.EncodeTerms(terms, residual, deviceLayout, out, stream_);
-      });
-      ASSERT_FALSE(HasFailure());
+      for (size_t t = 0; t < sources.size(); ++t) {
+        const size_t shift = offset + (mixed ? t : 0);
+        std::vector<float> shifted(count + shift, 0.0f);
+        std::copy(sources[t].begin(), sources[t].end(), shifted.begin() + static_cast<std::ptrdiff_t>(shift));
+        arrays.push_back(DeviceBuffer::From(shifted));
+        terms.at[t] = arrays.back().as<float>() + shift;
+      }
+      std::vector<float> cpuSum = sources[0];
+      for (const int termCount : {2, 3}) {
+        const std::string which =
+            what + ", sum of " + std::to_string(termCount) + " arrays" + (mixed ? ", mixed alignment" : "");
+        for (size_t i = 0; i < count; ++i) cpuSum[i] += sources[static_cast<size_t>(termCount - 1)][i];
+        terms.count = termCount;
+        ExpectEncodedLikeTheCpu(mode, cpu, layout, cpuSum, offset, nanAware, which, [&](float* residual, void* out) {
+          gpu.EncodeTerms(terms, residual, deviceLayout, out, stream_);
+        });
+        ASSERT_FALSE(HasFailure());
+      }
     }
   }
 
-  // DecodeCopies into 3 arrays shifted by `offset` elements: each is the CPU's decode, nothing written past its end,
-  // the non-finite buckets counted once.
+  // DecodeCopies into 3 arrays, copy c shifted by offset + c elements (only later copies misaligned where offset is
+  // 0): each is the CPU's decode, nothing written before or past it, the non-finite buckets counted once.
   void ExpectCopiesMatch(const CudaQuantizer& gpu, const DeviceBucketLayout& deviceLayout, const DeviceBuffer& wire,
                          const std::vector<float>& cpuDecoded, size_t cpuNonFinite, size_t offset,
                          const std::string& what) {
@@ -244,22 +247,26 @@ class CudaQuantizerTest : public ::testing::Test {
     ValueCopies copies;
     copies.count = 3;
     for (int c = 0; c < copies.count; ++c) {
-      arrays.emplace_back((count + offset) * sizeof(float) + kGuardBytes);
+      const size_t shift = offset + static_cast<size_t>(c);
+      arrays.emplace_back((count + shift) * sizeof(float) + kGuardBytes);
       GRADAGG_CUDA_CHECK(cudaMemset(arrays.back().get(), kGuard, arrays.back().bytes()));
-      copies.at[c] = arrays.back().as<float>() + offset;
+      copies.at[c] = arrays.back().as<float>() + shift;
     }
     DeviceBuffer nonFinite = DeviceBuffer::From(std::vector<unsigned long long>(1, 0));
     gpu.DecodeCopies(wire.get(), deviceLayout, copies, stream_, nonFinite.as<unsigned long long>());
     GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
     ASSERT_EQ(nonFinite.ToHost<unsigned long long>(1)[0], cpuNonFinite) << what << ": non-finite buckets (copies)";
-    for (const DeviceBuffer& array : arrays) {
-      const std::vector<unsigned char> bytes = array.ToHost<unsigned char>(array.bytes());
-      for (size_t b = (count + offset) * sizeof(float); b < bytes.size(); ++b) {
-        ASSERT_EQ(bytes[b], kGuard) << what << ": copies wrote past the end";
+    for (size_t c = 0; c < arrays.size(); ++c) {
+      const size_t shift = offset + c;
+      const std::vector<unsigned char> bytes = arrays[c].ToHost<unsigned char>(arrays[c].bytes());
+      for (size_t b = 0; b < bytes.size(); ++b) {
+        if (b < shift * sizeof(float) || b >= (count + shift) * sizeof(float)) {
+          ASSERT_EQ(bytes[b], kGuard) << what << ": copy " << c << " wrote outside its array at byte " << b;
+        }
       }
-      const std::vector<float> values = array.ToHost<float>(count + offset);
+      const std::vector<float> values = arrays[c].ToHost<float>(count + shift);
       for (size_t i = 0; i < count; ++i) {
-        ASSERT_TRUE(SameOrBothNan(values[offset + i], cpuDecoded[i])) << what << ": copy " << i;
+        ASSERT_TRUE(SameOrBothNan(values[shift + i], cpuDecoded[i])) << what << ": copy " << c << ", element " << i;
       }
     }
   }
@@ -377,6 +384,33 @@ TEST_F(CudaQuantizerTest, MatchesTheCpuForEveryModeTypeAndBucketShape) {
       if (HasFatalFailure()) return;
     }
   }
+}
+
+TEST_F(CudaQuantizerTest, TermsAndCopiesOfNoArraysTooManyOrThirtyTwoBitsAreRefused) {
+  const DeviceBuffer values = DeviceBuffer::From(std::vector<float>(16, 1.0f));
+  const DeviceBuffer wire(16 * sizeof(float) + kGuardBytes);
+  for (const Mode& mode : {Mode{1, false}, Mode{32, false}}) {
+    const CudaQuantizer gpu(ConfigOf(mode, 16));
+    const DeviceBucketLayout layout = gpu.Uniform(16);
+    for (const int count : {0, 1, 17}) {
+      ValueTerms terms;
+      ValueCopies copies;
+      terms.count = copies.count = count;
+      for (int i = 0; i < std::min(count, ValueTerms::kMax); ++i) {
+        terms.at[i] = values.as<float>();
+        copies.at[i] = values.as<float>();
+      }
+      const std::string what = std::to_string(mode.bits) + " bits, " + std::to_string(count) + " arrays";
+      if (mode.bits == 32 || count != 1) {
+        EXPECT_THROW(gpu.EncodeTerms(terms, nullptr, layout, wire.get(), stream_), std::invalid_argument) << what;
+        EXPECT_THROW(gpu.DecodeCopies(wire.get(), layout, copies, stream_), std::invalid_argument) << what;
+      } else {
+        EXPECT_NO_THROW(gpu.EncodeTerms(terms, nullptr, layout, wire.get(), stream_)) << what;
+        EXPECT_NO_THROW(gpu.DecodeCopies(wire.get(), layout, copies, stream_)) << what;
+      }
+    }
+  }
+  GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 TEST_F(CudaQuantizerTest, MatchesTheCpuAtTenToTheEighthElements) {

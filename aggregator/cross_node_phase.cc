@@ -109,7 +109,8 @@ void CrossNodePhase::Aggregate(float* stripe, const BucketLayout& layout, PhaseT
   //      with the second residual while later pieces travel; a last term that is a wire image (any term, with two
   //      nodes) is added inside that re-quantization (EncodeSum). Without quantizeOwnStripe our own part enters our
   //      sum exactly, its residual folded in and so consumed (the fold is skipped while that residual is known to be
-  //      zero: it is never written again).
+  //      zero: it is never written again). With value terms the stripe's values are never read: every quantization
+  //      sums the terms as it reads them.
   // Quantizes the stripe's elements from `begin` on, laid out as the backend's layouts[index], into `wire`.
   const auto quantizeStripe = [&](size_t begin, size_t index, unsigned char* wire) {
     float* const residual = stripeResidual != nullptr ? stripeResidual + begin : nullptr;

@@ -5,8 +5,8 @@
 
 #include <vector>
 
-#include "intra_node/flat_buffers.h"
 #include "common/value_arrays.h"
+#include "intra_node/flat_buffers.h"
 
 namespace gradagg {
 

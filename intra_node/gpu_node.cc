@@ -279,7 +279,7 @@ void GpuNode::ReduceScatter(const float* input, const std::vector<ElementRange>&
 
 bool GpuNode::LeavePhasesToPhase2(const FlatBuffers& gradient, const std::vector<ElementRange>& shards,
                                   ValueTerms& terms, ValueCopies& copies) {
-  if (!fullyConnected() || !config_.sumInReader) return false;
+  if (!LeavesPhasesToPhase2()) return false;
   peers_->LeaveToReader(gradient.Contiguous(), shards, stream_, terms, copies);
   return true;
 }

@@ -74,7 +74,8 @@ class GpuNode : public IntraNodePhase {
   void AllGather(const float* stripe, const std::vector<ElementRange>& shards, const FlatBuffers& gradient) override {
     AllGather(stripe, shards, gradient.Contiguous(), stream_);
   }
-  // On one fully connected group, unless GpuNodeConfig::sumInReader is off.
+  // On one fully connected group, unless GpuNodeConfig::sumInReader is off (LeavesPhasesToPhase2).
+  bool LeavesPhasesToPhase2() const { return fullyConnected() && config_.sumInReader; }
   bool LeavePhasesToPhase2(const FlatBuffers& gradient, const std::vector<ElementRange>& shards, ValueTerms& terms,
                            ValueCopies& copies) override;
   void FinishGather() override;

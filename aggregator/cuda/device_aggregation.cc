@@ -116,7 +116,7 @@ std::string GpuPath::Describe() const {
               ? std::string("; inter-node transport: ") + cross_->transport() + " (" + transport_.why + ")"
               : "; one node: no inter-node phase";
   // As GpuNode::LeavePhasesToPhase2 and RunThreePhases decide (but for reduce-scatter-only calls).
-  if (node_ && cross_ && node_->fullyConnected() && node_->config().sumInReader && cross_->TakesValueTerms())
+  if (node_ && cross_ && node_->LeavesPhasesToPhase2() && cross_->TakesValueTerms())
     text += "; phases 1 and 3 inside phase 2 (GRADAGG_NVLINK_SUM_IN_READER=0: through a stripe)";
   return text;
 }

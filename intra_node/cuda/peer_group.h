@@ -28,10 +28,10 @@
 #include "common/cuda/device_memory.h"
 #include "common/element_range.h"
 #include "common/element_type.h"
+#include "common/value_arrays.h"
 #include "intra_node/cuda/control_block.h"
 #include "intra_node/cuda/ipc_memory.h"
 #include "intra_node/cuda/peer_order.h"
-#include "common/value_arrays.h"
 
 namespace gradagg::nvlink {
 

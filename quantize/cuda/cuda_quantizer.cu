@@ -38,6 +38,15 @@ bool VectorAccess(const cuda_detail::BucketTable& table, const void* elements, s
          (residual == nullptr || Aligned(residual, 16));
 }
 
+// Every array of a set starts on a multiple of `bytes`.
+template <typename T>
+bool ArraysAligned(const ValueArrays<T>& arrays, size_t bytes) {
+  for (int i = 0; i < arrays.count; ++i) {
+    if (!Aligned(arrays.at[i], bytes)) return false;
+  }
+  return true;
+}
+
 unsigned BlocksFor(size_t buckets) {
   return static_cast<unsigned>((buckets + kBucketsPerBlock - 1) / kBucketsPerBlock);
 }
@@ -114,8 +123,7 @@ void CheckQuantizedArrays(const char* what, const QuantizerConfig& config, int c
 
 void EncodeTermsTyped(const QuantizerConfig& config, float clip, const ValueTerms& values, float* residual,
                       const cuda_detail::BucketTable& table, void* wire, cudaStream_t stream) {
-  bool vector = VectorAccess(table, values.at[0], sizeof(float), residual);
-  for (int t = 1; t < values.count; ++t) vector = vector && Aligned(values.at[t], 4 * sizeof(float));
+  const bool vector = VectorAccess(table, values.at[0], sizeof(float), residual) && ArraysAligned(values, 16);
   EncodeArgs<float> args{nullptr, nullptr, nullptr, residual, table, static_cast<unsigned char*>(wire), vector, clip};
   args.terms = values;
   LaunchEncode<float, EncodeInput::kTerms>(config, args, stream);
@@ -130,8 +138,9 @@ void DecodeTyped(const QuantizerConfig& config, const void* wire, const cuda_det
     GRADAGG_CUDA_CHECK_LAUNCH("DecodeRawKernel");
     return;
   }
-  bool vector = VectorAccess(table, kCopies ? static_cast<const void*>(copies.at[0]) : out, sizeof(TOut), nullptr);
-  for (int c = 1; kCopies && c < copies.count; ++c) vector = vector && Aligned(copies.at[c], 4 * sizeof(TOut));
+  const void* first = kCopies ? static_cast<const void*>(copies.at[0]) : out;
+  const bool vector =
+      VectorAccess(table, first, sizeof(TOut), nullptr) && (!kCopies || ArraysAligned(copies, 4 * sizeof(TOut)));
   DecodeArgs<TOut> args{static_cast<const unsigned char*>(wire), table, out, vector, nonFinite};
   args.copies = copies;
   const unsigned blocks = BlocksFor(table.buckets);

@@ -6,10 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/value_arrays.h"
 #include "quantize/cuda/bucket_decoder.cuh"
 #include "quantize/cuda/bucket_lanes.cuh"
 #include "quantize/cuda/bucket_table.h"
-#include "common/value_arrays.h"
 
 namespace gradagg::cuda_detail {
 

@@ -2,8 +2,8 @@
 //
 //   0. find the bucket's place in the run (bucket_table.h);
 //   1. load v = values (or a sum with decoded wire images, or of several arrays: EncodeInput) + residual for the
-//      bucket into registers
-//      (512 elements: 4 groups of 4 per lane; larger buckets are swept in 512-element chunks, reloaded per pass);
+//      bucket into registers (512 elements: 4 groups of 4 per lane; larger buckets are swept in 512-element chunks,
+//      reloaded per pass);
 //   2. statistics in the canonical order: per-lane sums, then the warp butterfly (bucket_lanes.cuh);
 //   3. codes and residuals from the header floats, exactly as a receiver decodes them; each lane packs its group's
 //      4 codes and the lanes sharing a 32-bit word OR them together with shuffles;

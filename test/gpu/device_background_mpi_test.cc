@@ -122,6 +122,73 @@ TEST_F(DeviceBackground, AsyncBadTensorsThrowFromWaitOnEveryRank) {
   ExpectMatchesOracle(aggregator, oracle, 1000, 1, "after the error");
 }
 
+// AggregateGradientsQueued: nothing on the host waits (from the second call on: the first sets the path up and runs at
+// once), yet a copy queued on the done stream right after the call finds the aggregate (bitwise the simulation's), not
+// the input or the 0xff bytes queued before it on the caller's stream; the next call settles it.
+TEST_F(DeviceBackground, AQueuedCallLetsTheDoneStreamGoOnOnceTheSumsAreInPlace) {
+  const AggregatorOptions options = Options(1);
+  Aggregator aggregator(MPI_COMM_WORLD, options);
+  SerialSimulation oracle = Oracle(options);
+  const size_t count = 1 << 20;
+  DeviceBuffer scratchA(256 << 20), scratchB(256 << 20);
+  cudaStream_t done = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&done, cudaStreamNonBlocking), cudaSuccess);
+  for (uint32_t step = 0; step < 3; ++step) {
+    DeviceBuffer source = DeviceBuffer::From(RandomGradient(count, 80 + step, WorldRank()));
+    DeviceBuffer gradient(count * sizeof(float)), seen(count * sizeof(float));
+    ASSERT_EQ(cudaMemsetAsync(gradient.get(), 0xff, gradient.bytes(), stream_), cudaSuccess);
+    QueueBusyWork(scratchA, scratchB, stream_);
+    ASSERT_EQ(cudaMemcpyAsync(gradient.get(), source.get(), gradient.bytes(), cudaMemcpyDeviceToDevice, stream_),
+              cudaSuccess);
+    aggregator.AggregateGradientsQueued({{gradient.get(), count, DataType::kFloat32}}, stream_, done);
+    ASSERT_EQ(cudaMemcpyAsync(seen.get(), gradient.get(), seen.bytes(), cudaMemcpyDeviceToDevice, done), cudaSuccess);
+    QueueBusyWork(scratchA, scratchB, stream_);  // the caller's next work, free to overlap
+    ASSERT_EQ(cudaStreamSynchronize(done), cudaSuccess);
+    const std::vector<float> result = seen.ToHost<float>(count);
+    EXPECT_TRUE(SameBits(result, oracle.Run(AllInputs(count, 80 + step)))) << "step " << step;
+    EXPECT_TRUE(IdenticalOnAllRanks(result)) << "step " << step;
+  }
+  const TrafficTotals traffic = aggregator.TotalTraffic();  // settles the last call
+  EXPECT_EQ(traffic.floatBytes, 3 * aggregator.LastStats().interNodeFloatBytes);
+  ASSERT_EQ(cudaStreamDestroy(done), cudaSuccess);
+}
+
+// After a first call of 1000 elements (which sets the path up and runs to its end), rank 0 queues another of 1000
+// and the others one of 1001 (a new layout: run at once). The ranks disagree: a UsageError on every rank. Rank 0's
+// queued call still lets the done stream go on, its tensor all NaN, and Settle() throws the error; the others throw
+// it from the call itself. The Aggregator works on.
+TEST_F(DeviceBackground, AFailedQueuedCallReleasesTheDoneStreamWithNaNAndSettleThrows) {
+  if (WorldSize() < 2) GTEST_SKIP() << "needs two ranks";
+  Aggregator aggregator(MPI_COMM_WORLD, Options(1));
+  SerialSimulation oracle = Oracle(Options(1));
+  cudaStream_t done = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&done, cudaStreamNonBlocking), cudaSuccess);
+  DeviceBuffer first = DeviceBuffer::From(RandomGradient(1000, 4, WorldRank()));
+  aggregator.AggregateGradientsQueued({{first.get(), 1000, DataType::kFloat32}}, stream_, done);
+  ASSERT_EQ(cudaStreamSynchronize(done), cudaSuccess);
+  EXPECT_TRUE(SameBits(first.ToHost<float>(1000), oracle.Run(AllInputs(1000, 4))));
+
+  const size_t count = WorldRank() == 0 ? 1000 : 1001;
+  DeviceBuffer gradient = DeviceBuffer::From(RandomGradient(count, 5, WorldRank()));
+  std::string error;
+  try {
+    aggregator.AggregateGradientsQueued({{gradient.get(), count, DataType::kFloat32}}, stream_, done);
+    ASSERT_EQ(cudaStreamSynchronize(done), cudaSuccess);  // released although the call failed
+    if (WorldRank() == 0) {
+      const std::vector<uint32_t> bits = gradient.ToHost<uint32_t>(count);
+      size_t allOnes = 0;
+      for (uint32_t word : bits) allOnes += word == 0xffffffffu;
+      EXPECT_EQ(allOnes, count);
+    }
+    aggregator.Settle();
+  } catch (const UsageError& thrown) {
+    error = thrown.what();
+  }
+  EXPECT_NE(error.find("ranks disagree"), std::string::npos) << "rank " << WorldRank() << ": " << error;
+  ExpectMatchesOracle(aggregator, oracle, 1000, 1, "after the error");
+  ASSERT_EQ(cudaStreamDestroy(done), cudaSuccess);
+}
+
 TEST_F(DeviceBackground, DoubleBufferedReturnsThePreviousStepsAggregateAndFlushesTheLast) {
   AggregatorOptions options = Options(1);
   options.doubleBuffered = true;

@@ -110,7 +110,7 @@ void Aggregator::AggregateGradients(const std::vector<GradientBuffer>& gradients
   self.Settle();
   std::string problem;
   const FlatBuffers flat = FlattenHostGradients(gradients, &problem);
-  self.Record(self.RunHost(flat, LayoutOf(gradients, self.options), header, problem));
+  self.stats = self.RunHost(flat, LayoutOf(gradients, self.options), header, problem);
 }
 
 ShardRange Aggregator::ReduceScatterGradients(const std::vector<GradientBuffer>& gradients, GradientHeader* header) {
@@ -120,7 +120,7 @@ ShardRange Aggregator::ReduceScatterGradients(const std::vector<GradientBuffer>&
   const FlatBuffers flat = FlattenHostGradients(gradients, &problem);
   if (self.options.doubleBuffered) problem = "ReduceScatterGradients: not with the double-buffered mode";
   ElementRange shard;
-  self.Record(self.RunHost(flat, LayoutOf(gradients, self.options), header, problem, &shard));
+  self.stats = self.RunHost(flat, LayoutOf(gradients, self.options), header, problem, &shard);
   return {shard.begin, shard.count};
 }
 
@@ -198,7 +198,7 @@ void Aggregator::AggregateGradients(const std::vector<DeviceGradient>& gradients
   Impl& self = *impl_;
   if (self.options.doubleBuffered) return self.DoubleBufferedCall(gradients, stream, header);
   self.Settle();
-  self.Record(self.RunDevice(gradients, stream, header, DeviceGradientProblem(gradients, self.BoundDevice())));
+  self.stats = self.RunDevice(gradients, stream, header, DeviceGradientProblem(gradients, self.BoundDevice()));
 }
 
 std::shared_ptr<DeviceCallTurn> Aggregator::Impl::IssueDeviceTurn() const {
@@ -324,11 +324,6 @@ void Aggregator::Impl::InstallImport(CrossNodePhase* phase) {
   if (!imported) return;
   const std::unique_ptr<Residuals> residuals = std::move(imported);
   if (phase != nullptr) phase->ImportResiduals(std::move(residuals->stripe), std::move(residuals->own));
-}
-
-TrafficTotals Aggregator::TotalTraffic() {
-  impl_->Settle();
-  return impl_->traffic;
 }
 
 const AggregationStats& Aggregator::LastStats() const {

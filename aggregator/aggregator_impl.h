@@ -49,7 +49,6 @@ struct Aggregator::Impl {
   BucketLayout stripeLayout;
   std::vector<float> stripe;
   AggregationStats stats;       // of the last call that finished and was settled
-  TrafficTotals traffic;        // over every call that finished and was settled
   BucketLayout lastCallLayout;  // of the last call that finished (ExportResiduals), and where it ran
   bool lastCallOnDevice = false;
   std::unique_ptr<Residuals> imported;  // ImportResiduals: for the next call, which must have their layout
@@ -90,16 +89,13 @@ struct Aggregator::Impl {
   // already did; then refuses (throws) if an earlier call failed. Every call but LastStats starts here: calls never
   // overlap.
   void Settle();
-  // A call that finished: its stats become LastStats and count into `traffic`.
-  void Record(const AggregationStats& call);
   // Throws UsageError (the same on every rank) unless background calls are possible.
   void RequireBackground(const char* call) const;
   // The GPU a device call must run on: the one of earlier device calls, or -1 before the first.
   int BoundDevice() const;
 
-  // The start of every AggregateGradientsAsync and AggregateGradientsQueued call (named `call` in messages):
-  // settles, and refuses what cannot run in the background.
-  void BeginAsyncCall(const char* call);
+  // The start of every AggregateGradientsAsync call: settles, and refuses what cannot run in the background.
+  void BeginAsyncCall();
 
   // The double-buffered form of AggregateGradients, and its steps: settle the previous call (true when its result
   // waits to be handed out), keep this call's header in `slot`, start the aggregation of `slot`.

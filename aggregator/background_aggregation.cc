@@ -37,7 +37,7 @@ void Aggregator::Impl::Settle() {
     pending = nullptr;
     call->WaitUntilDone();
     if (std::exception_ptr error = call->TakeUnseenError()) std::rethrow_exception(error);
-    Record(call->stats());  // zeros for a failed call
+    stats = call->stats();
   }
   if (!failure.empty()) {
     throw std::runtime_error("Aggregator: an earlier call failed on this rank (" + failure +
@@ -45,12 +45,6 @@ void Aggregator::Impl::Settle() {
                              "(MPI_Abort) (" +
                              RankAndHost() + ")");
   }
-}
-
-void Aggregator::Impl::Record(const AggregationStats& call) {
-  stats = call;
-  traffic.bytesSent += call.interNodeBytesSent;
-  traffic.floatBytes += call.interNodeFloatBytes;
 }
 
 void Aggregator::Impl::RequireBackground(const char* call) const {
@@ -61,14 +55,14 @@ void Aggregator::Impl::RequireBackground(const char* call) const {
                    std::to_string(lowestThreadLevel.rank) + " runs at " + ThreadLevelName(lowestThreadLevel.level));
 }
 
-void Aggregator::Impl::BeginAsyncCall(const char* call) {
+void Aggregator::Impl::BeginAsyncCall() {
   Settle();
-  RequireBackground(call);
+  RequireBackground("AggregateGradientsAsync");
   if (options.doubleBuffered)
-    throw UsageError(std::string(call) +
-                     ": this Aggregator is double-buffered, which already runs in the background; call "
-                     "AggregateGradients (" +
-                     RankAndHost() + ")");
+    throw UsageError(
+        "AggregateGradientsAsync: this Aggregator is double-buffered, which already runs in the "
+        "background; call AggregateGradients (" +
+        RankAndHost() + ")");
 }
 
 bool Aggregator::Impl::SettleBuffered() {
@@ -91,7 +85,7 @@ void Aggregator::Impl::StartBuffered(int slot, std::function<AggregationStats()>
 PendingAggregation Aggregator::AggregateGradientsAsync(const std::vector<GradientBuffer>& gradients,
                                                        GradientHeader* header) {
   Impl& self = *impl_;
-  self.BeginAsyncCall("AggregateGradientsAsync");
+  self.BeginAsyncCall();
   std::string problem;
   FlatBuffers flat = FlattenHostGradients(gradients, &problem);
   self.pending = self.background.Start([&self, flat = std::move(flat), layout = LayoutOf(gradients, self.options),
@@ -102,7 +96,7 @@ PendingAggregation Aggregator::AggregateGradientsAsync(const std::vector<Gradien
 PendingAggregation Aggregator::AggregateGradientsAsync(const std::vector<DeviceGradient>& gradients, CudaStream stream,
                                                        GradientHeader* header) {
   Impl& self = *impl_;
-  self.BeginAsyncCall("AggregateGradientsAsync");
+  self.BeginAsyncCall();
   const std::string problem = DeviceGradientProblem(gradients, self.BoundDevice());
   if (problem.empty()) {
     if (!self.handoff) self.handoff = MakeDeviceHandoff();
@@ -117,48 +111,6 @@ PendingAggregation Aggregator::AggregateGradientsAsync(const std::vector<DeviceG
   });
   return PendingAggregation(self.pending);
 }
-
-void Aggregator::AggregateGradientsQueued(const std::vector<DeviceGradient>& gradients, CudaStream stream,
-                                          CudaStream doneStream) {
-  Impl& self = *impl_;
-  self.BeginAsyncCall("AggregateGradientsQueued");
-  const std::string problem = DeviceGradientProblem(gradients, self.BoundDevice());
-  if (problem.empty() && !self.handoff) self.handoff = MakeDeviceHandoff();
-  // A call that sets the path up (the first, another layout, imported residuals) allocates and may synchronise the
-  // whole device, which would wait for the very wait queued for it: such a call runs here, to its end, on the
-  // caller's stream (the host waits, once per layout), and the done stream only follows that stream.
-  const BucketLayout callLayout = LayoutOf(gradients, self.options);
-  const bool steady = problem.empty() && self.device && self.lastCallOnDevice && self.lastCallLayout == callLayout &&
-                      !self.imported;
-  if (!steady) {
-    self.Record(self.RunDevice(gradients, stream, nullptr, problem));  // a problem throws here, on every rank
-    if (self.handoff) {
-      self.handoff->Mark(stream);
-      self.handoff->FollowMark(doneStream);
-    }
-    return;
-  }
-  self.handoff->Mark(stream);
-  const uint32_t call = self.handoff->QueueWait(doneStream);
-  std::shared_ptr<DeviceCallTurn> turn = self.IssueDeviceTurn();
-  self.pending = self.background.Start([&self, gradients, turn, call]() mutable {
-    AggregationStats stats;
-    try {
-      stats = self.RunDevice(gradients, self.handoff->Resume(), nullptr, "", std::move(turn));
-    } catch (...) {
-      try {
-        self.handoff->FillWithNaN(gradients);
-      } catch (...) {  // a broken stream: the waiters go on all the same, and the call's own error is reported
-      }
-      self.handoff->Release(call);
-      throw;
-    }
-    self.handoff->Release(call);
-    return stats;
-  });
-}
-
-void Aggregator::Settle() { impl_->Settle(); }
 
 void Aggregator::Impl::DoubleBufferedCall(const std::vector<GradientBuffer>& gradients, GradientHeader* header) {
   std::string problem;

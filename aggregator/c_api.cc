@@ -395,30 +395,6 @@ gradagg_status gradagg_aggregate_device_async(gradagg_aggregator* aggregator, co
   });
 }
 
-gradagg_status gradagg_aggregate_device_queued(gradagg_aggregator* aggregator, const gradagg_tensor* tensors,
-                                               size_t count, void* stream, void* done_stream) {
-  return Guarded([&] {
-    gradagg::Aggregator& self = Unsharded(aggregator, "gradagg_aggregate_device_queued");
-    const std::vector<gradagg::DeviceGradient> gradients =
-        DeviceTensors(tensors, count, "gradagg_aggregate_device_queued");
-    self.AggregateGradientsQueued(gradients, static_cast<gradagg::CudaStream>(stream),
-                                  static_cast<gradagg::CudaStream>(done_stream));
-  });
-}
-
-gradagg_status gradagg_settle(gradagg_aggregator* aggregator) {
-  return Guarded([&] { Require(aggregator, "aggregator", "gradagg_settle").aggregator.Settle(); });
-}
-
-gradagg_status gradagg_traffic(gradagg_aggregator* aggregator, uint64_t* bytes_sent, uint64_t* float_bytes) {
-  return Guarded([&] {
-    const gradagg::TrafficTotals totals =
-        Require(aggregator, "aggregator", "gradagg_traffic").aggregator.TotalTraffic();
-    if (bytes_sent != nullptr) *bytes_sent = totals.bytesSent;
-    if (float_bytes != nullptr) *float_bytes = totals.floatBytes;
-  });
-}
-
 gradagg_status gradagg_wait(gradagg_pending* pending) {
   const std::unique_ptr<gradagg_pending> owned(pending);  // freed whatever happens
   return Guarded([&] {

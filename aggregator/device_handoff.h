@@ -3,7 +3,6 @@
 // on the caller's GPU. Built from aggregator/cuda/ when CUDA is there; without it, making one throws UsageError.
 #pragma once
 
-#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -20,19 +19,6 @@ class DeviceHandoff {
   virtual void Mark(CudaStream stream) = 0;
   // On the background thread: makes the GPU current and returns this handoff's own stream, which waits for the mark.
   virtual CudaStream Resume() = 0;
-
-  // A wait on the GPU's side, no host in between (Aggregator::AggregateGradientsQueued). On the caller's thread, after
-  // Mark: queues on `waiter` (a stream of this GPU) a wait until Release of the number returned, the next call's.
-  // Throws UsageError where the driver cannot queue such a wait.
-  virtual uint32_t QueueWait(CudaStream waiter) = 0;
-  // On the caller's thread, after Mark: what is queued on `waiter` from now on follows the marked stream.
-  virtual void FollowMark(CudaStream waiter) = 0;
-  // On the background thread, in call order, once call `call`'s work on the GPU is over (failed or not): lets what
-  // waits for it go on.
-  virtual void Release(uint32_t call) = 0;
-  // On the background thread, for a failed call: fills `gradients` with NaN (all bits set) on this handoff's stream
-  // and waits for it, so that what waits for the call finds no half-summed result.
-  virtual void FillWithNaN(const std::vector<DeviceGradient>& gradients) = 0;
 
   // Double buffering, on the caller's thread and `stream`. Capture copies `gradients` into slot 0 or 1 (its memory
   // grows as needed) and returns tensors that describe the copy; Restore copies a slot's tensors back into

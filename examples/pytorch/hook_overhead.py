@@ -8,8 +8,6 @@ the future, the waiter thread) differs between the two.
   mpirun -np 2 python3 examples/pytorch/hook_overhead.py [--device cpu|cuda] [--sizes 1M,4M,25M] [--steps 40]
       [--bits 1] [--momentum 0]
 
-On GPUs the hook runs both ways, alternating: queued (its default: the bucket's average queued behind a wait on the
-GPU, the future complete at once) and through its waiter thread (GRADAGG_HOOK_WAITER=1).
 Rank 0 prints a table: size, the direct call's and the hook's median time (us), the hook's overhead in us and as a
 share of the direct call, and how long the hook took to hand back its future (on DDP's thread: its Python and the
 start of the aggregation, which the direct call pays too; the overhead less that is at least the hand-off to the
@@ -71,8 +69,6 @@ def measure(size_bytes, device, steps, bits, momentum, meeting):
     buffer = torch.empty(count, device=device)
     bucket = StandInBucket(parameters, buffer)
     state = gradagg.torch.GradaggState(bits=bits, momentum=momentum, check_optimizers=False)
-    waiter = gradagg.torch.GradaggState(bits=bits, momentum=momentum, check_optimizers=False)
-    waiter._queue_on_gpu = False  # what GRADAGG_HOOK_WAITER=1 sets at construction
     direct = gradagg.Aggregator(bits=bits)
     views = list(buffer.split(shapes))
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
@@ -91,8 +87,8 @@ def measure(size_bytes, device, steps, bits, momentum, meeting):
 
     returned = []  # when comm_hook handed back its future: the hook's Python up to there is on DDP's thread
 
-    def hook_call(hook_state=state):
-        future = gradagg.torch.comm_hook(hook_state, bucket)
+    def hook_call():
+        future = gradagg.torch.comm_hook(state, bucket)
         returned.append(time.perf_counter())
         future.wait()
 
@@ -103,12 +99,9 @@ def measure(size_bytes, device, steps, bits, momentum, meeting):
         meeting()
         return time.perf_counter()
 
-    times = {"direct": [], "hook": [], "submit": [], "async": [], "future": [], "waiter": []}
-    calls = [("direct", direct_call), ("hook", hook_call)]
-    if device.type == "cuda":
-        calls.append(("waiter", lambda: hook_call(waiter)))
+    times = {"direct": [], "hook": [], "submit": [], "async": [], "future": []}
     for step in range(steps + 5):  # 5 warm-ups
-        for name, call in calls:
+        for name, call in (("direct", direct_call), ("hook", hook_call)):
             start = ready()
             call()
             synchronize(device)
@@ -130,10 +123,9 @@ def measure(size_bytes, device, steps, bits, momentum, meeting):
             times["async"].append(started - start)
             times["future"].append(time.perf_counter() - future_start)
     direct.close()
-    for aggregator in list(state.aggregators.values()) + list(waiter.aggregators.values()):
+    for aggregator in state.aggregators.values():
         aggregator.close()
-    return tuple(statistics.median(times[name]) if times[name] else float("nan")
-                 for name in ("direct", "hook", "submit", "async", "future", "waiter"))
+    return tuple(statistics.median(times[name]) for name in ("direct", "hook", "submit", "async", "future"))
 
 
 def main():
@@ -160,16 +152,15 @@ def main():
         print(f"# hook_overhead: {ranks} ranks, device {device.type}, {arguments.bits} bits, momentum "
               f"{arguments.momentum}, medians of {arguments.steps} calls each, alternating; torch {torch.__version__}")
         print("| bucket | direct Aggregator (us) | hook (us) | overhead (us) | overhead / direct | hook until its "
-              "future returns (us) | hook with its waiter thread (us) | its overhead / direct |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-        for text, direct, hook, submit, _, _, waited in rows:
+              "future returns (us) |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for text, direct, hook, submit, _, _ in rows:
             print(f"| {text} | {1e6 * direct:.0f} | {1e6 * hook:.0f} | {1e6 * (hook - direct):.0f} | "
-                  f"{100 * (hook - direct) / direct:.1f}% | {1e6 * submit:.0f} | {1e6 * waited:.0f} | "
-                  f"{100 * (waited - direct) / direct:.1f}% |")
+                  f"{100 * (hook - direct) / direct:.1f}% | {1e6 * submit:.0f} |")
         print("\n| bucket | hook until its future returns (us) | of it, Aggregator.aggregate_async alone (us) | "
               "a future like the hook's (us) | the rest: the hook's own work (us) |")
         print("| --- | --- | --- | --- | --- |")
-        for text, _, _, submit, started, future, _ in rows:
+        for text, _, _, submit, started, future in rows:
             print(f"| {text} | {1e6 * submit:.0f} | {1e6 * started:.0f} | {1e6 * future:.0f} | "
                   f"{1e6 * (submit - started - future):.0f} |")
     return 0

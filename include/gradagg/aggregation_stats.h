@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 
 namespace gradagg {
 
@@ -30,12 +29,6 @@ struct AggregationStats {
   // input across nodes (gradient + carried error) held a NaN or Inf, or whose statistics overflowed float32. 0 when
   // nothing crossed nodes quantized (one node, or bits 32, where NaN and Inf pass through element by element).
   size_t nonFiniteBuckets = 0;
-};
-
-// Over many calls (Aggregator::TotalTraffic): bytes a rank sent across nodes, and what float32 would have sent.
-struct TrafficTotals {
-  uint64_t bytesSent = 0;
-  uint64_t floatBytes = 0;
 };
 
 }  // namespace gradagg

@@ -88,20 +88,6 @@ class Aggregator {
   PendingAggregation AggregateGradientsAsync(const std::vector<DeviceGradient>& gradients, CudaStream stream,
                                              GradientHeader* header = nullptr);
 
-  // Collective, on GPUs, in the background, and nothing on the host waits for it: as AggregateGradientsAsync, and it
-  // also queues on `doneStream` (a stream of the same GPU, best not `stream`) a wait on the GPU's side, so that work
-  // queued there afterwards starts once the aggregate is in place. There is no handle: the next call (or Settle())
-  // waits for this one first and throws its error. A call that fails still lets `doneStream` go on, its tensors
-  // filled with NaN (all bits set), so no stream waits forever and a loss scaler skips the step. A call that sets the
-  // GPU path up (the Aggregator's first, one of another layout than the last, one after ImportResiduals) may
-  // synchronise the whole device, so it runs to its end before this returns, on `stream`, and throws its own error
-  // (so does a rank whose tensors are refused outright). No header: summing one needs the host. Throws UsageError
-  // where the driver cannot queue a wait on memory (cuStreamWaitValue32).
-  void AggregateGradientsQueued(const std::vector<DeviceGradient>& gradients, CudaStream stream, CudaStream doneStream);
-
-  // Local: waits for a call still running in the background and throws its error, as the next call would.
-  void Settle();
-
   // Double-buffered mode: waits for the aggregation the last AggregateGradients call started and writes its result
   // (and summed header) into `gradients`, which must have that call's shapes. Returns false, touching nothing, when
   // no aggregation is waiting. Local; the next AggregateGradients call returns zeros again. Device results are
@@ -136,9 +122,6 @@ class Aggregator {
 
   // Of the last call that finished (a background call counts once it is done).
   const AggregationStats& LastStats() const;
-  // Local: settles (as Settle(), throwing a background call's error), then the bytes this rank sent across nodes and
-  // what float32 would have sent, summed over every call so far (failed calls count nothing).
-  TrafficTotals TotalTraffic();
   const AggregatorOptions& options() const;
   int rank() const;
   int size() const;

@@ -31,7 +31,7 @@ extern "C" {
 #define GRADAGG_C_EXPORT
 #endif
 
-#define GRADAGG_C_API_VERSION 6
+#define GRADAGG_C_API_VERSION 5
 
 typedef enum gradagg_status {
   GRADAGG_OK = 0,
@@ -149,22 +149,6 @@ GRADAGG_C_EXPORT gradagg_status gradagg_aggregate_device_async(gradagg_aggregato
                                                                const gradagg_tensor* tensors, size_t count,
                                                                void* stream, gradagg_header* header,
                                                                gradagg_pending** pending);
-/* Collective, on GPUs, in the background, and nothing on the host waits (Aggregator::AggregateGradientsQueued): also
- * queues on `done_stream` (a cudaStream_t of the same GPU, best not `stream`) a wait on the GPU's side, so that work
- * queued there afterwards starts once the sums are in place. No pending: the next call on this aggregator, or
- * gradagg_settle, returns this call's error. A failed call still lets `done_stream` go on, its tensors filled with NaN.
- * A call that sets the GPU path up (the first, another layout, after imported residuals) runs to its end before this
- * returns, with its own status. GRADAGG_ERROR_USAGE where the driver cannot queue such a wait. (Since version 6.) */
-GRADAGG_C_EXPORT gradagg_status gradagg_aggregate_device_queued(gradagg_aggregator* aggregator,
-                                                                const gradagg_tensor* tensors, size_t count,
-                                                                void* stream, void* done_stream);
-/* Local: waits for a background call still running and returns its status, as the next call would. (Since
- * version 6.) */
-GRADAGG_C_EXPORT gradagg_status gradagg_settle(gradagg_aggregator* aggregator);
-/* Local: settles (as gradagg_settle), then the bytes this rank sent across nodes and what float32 would have sent,
- * summed over every call so far. (Since version 6.) */
-GRADAGG_C_EXPORT gradagg_status gradagg_traffic(gradagg_aggregator* aggregator, uint64_t* bytes_sent,
-                                                uint64_t* float_bytes);
 /* Waits for the call, writes the summed header back, frees `pending` (even on failure) and returns the call's
  * status. */
 GRADAGG_C_EXPORT gradagg_status gradagg_wait(gradagg_pending* pending);

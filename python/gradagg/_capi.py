@@ -3,7 +3,7 @@ import ctypes
 import ctypes.util
 import os
 
-C_API_VERSION = 6
+C_API_VERSION = 5
 
 OK, ERROR_USAGE, ERROR_TIMEOUT, ERROR_RUNTIME = 0, 1, 2, 3
 FLOAT32, BFLOAT16, FLOAT16 = 0, 1, 2
@@ -93,10 +93,6 @@ _signatures = {
     "gradagg_aggregate_device_async": (ctypes.c_int, [_handle, ctypes.POINTER(Tensor), ctypes.c_size_t,
                                                       ctypes.c_void_p, ctypes.POINTER(Header),
                                                       ctypes.POINTER(_handle)]),
-    "gradagg_aggregate_device_queued": (ctypes.c_int, [_handle, ctypes.POINTER(Tensor), ctypes.c_size_t,
-                                                       ctypes.c_void_p, ctypes.c_void_p]),
-    "gradagg_settle": (ctypes.c_int, [_handle]),
-    "gradagg_traffic": (ctypes.c_int, [_handle, ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64)]),
     "gradagg_wait": (ctypes.c_int, [_handle]),
     "gradagg_done": (ctypes.c_int, [_handle, ctypes.POINTER(ctypes.c_int)]),
     "gradagg_register_device_buffer": (ctypes.c_int, [_handle, ctypes.c_void_p, ctypes.c_size_t]),

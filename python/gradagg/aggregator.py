@@ -55,13 +55,6 @@ class Pending:
             _capi.lib.gradagg_wait(self._handle)  # never leave the call writing into freed arrays
 
 
-class Described:
-    """GPU tensors as the C API takes them (Aggregator.described): the array, its length, and what keeps it valid."""
-
-    def __init__(self, array, count, keep):
-        self.array, self.count, self._keep = array, count, keep
-
-
 class Aggregator:
     """Sums gradients across the ranks of `comm` (an mpi4py communicator; None = MPI_COMM_WORLD). Collective."""
 
@@ -152,41 +145,6 @@ class Aggregator:
                                                        ctypes.byref(pending))
         check(status)
         return Pending(pending, header, c_header, keep)
-
-    def aggregate_queued(self, tensors, stream, done_stream):
-        """Collective, on GPU tensors, in the background, and nothing on the host waits: as aggregate_async, and
-        also queues on `done_stream` (a CUDA stream handle of the same GPU, best not `stream`) a wait on the GPU's
-        side, so that work queued there afterwards starts once the sums are in place. No handle: the next call on
-        this Aggregator, settle() or traffic() raises this call's error. A failed call still lets `done_stream` go on,
-        its tensors filled with NaN. A call that sets the GPU path up (the first, or one of other sizes than the last)
-        runs to its end before this returns. UsageError where the driver cannot queue such a wait. `tensors` may be
-        what described(tensors) returned for the same tensors, saving their checks at every call."""
-        if not isinstance(tensors, Described):
-            tensors = self.described(tensors)
-        self._live()
-        check(_capi.lib.gradagg_aggregate_device_queued(self._handle, tensors.array, tensors.count, stream,
-                                                        done_stream))
-
-    def described(self, tensors):
-        """GPU tensors checked and described for the C API once, for repeated aggregate_queued calls on them (while
-        the tensors live and keep their memory)."""
-        array, count, on_device, _, _, keep = self._prepare(tensors, None, 0)
-        if not on_device:
-            raise UsageError("gradagg: aggregate_queued takes GPU tensors")
-        return Described(array, count, keep)
-
-    def settle(self):
-        """Local: waits for a call still running in the background and raises its error, as the next call would."""
-        self._live()
-        check(_capi.lib.gradagg_settle(self._handle))
-
-    def traffic(self):
-        """Local: settles, then (bytes this rank sent across nodes, what float32 would have sent) summed over every
-        call so far."""
-        self._live()
-        sent, floats = ctypes.c_uint64(0), ctypes.c_uint64(0)
-        check(_capi.lib.gradagg_traffic(self._handle, ctypes.byref(sent), ctypes.byref(floats)))
-        return sent.value, floats.value
 
     def register_device_buffer(self, tensor):
         """Collective: lets calls whose gradient is one float32 tensor inside `tensor`'s memory work in place."""

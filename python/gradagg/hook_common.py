@@ -1,8 +1,6 @@
 """What gradagg's PyTorch hooks share, under DDP (gradagg.torch) and FSDP2 (gradagg.torch_fsdp): the width rule, the
 count of what crossed the nodes, and the checkpoint form of an Aggregator's carried error."""
 import os
-import threading
-import weakref
 
 import torch
 
@@ -26,18 +24,11 @@ class HookTraffic:
     def __init__(self):
         self.bytes_sent = 0
         self.float_bytes = 0
-        self._counted = weakref.WeakKeyDictionary()  # Aggregator -> its totals already added
-        self._counting = threading.Lock()  # the hook's waiter thread counts too
 
     def _count(self, aggregator):
-        """Adds what `aggregator` sent since it was last counted (Aggregator.traffic: its call still running, if any,
-        settled first, raising that call's error)."""
-        sent, floats = aggregator.traffic()
-        with self._counting:
-            counted_sent, counted_floats = self._counted.get(aggregator, (0, 0))
-            self.bytes_sent += sent - counted_sent
-            self.float_bytes += floats - counted_floats
-            self._counted[aggregator] = (sent, floats)
+        stats = aggregator.stats
+        self.bytes_sent += stats["inter_node_bytes_sent"]
+        self.float_bytes += stats["inter_node_float_bytes"]
 
     def bits_per_element(self):
         """Bits this rank sent across nodes per gradient element, averaged over every call so far (None before

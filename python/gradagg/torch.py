@@ -117,12 +117,6 @@ class GradaggState(HookTraffic):
         self._parameter_list = []
         self._restore = None  # load_state_dict's, put in place at the first iteration after it
         self._stash = []  # that iteration's (bucket, future), until its last bucket
-        # GPU buckets: the library's thread lets a stream of the hook's own go on once a bucket's sums are in place
-        # (Aggregator.aggregate_queued), the average and the momentum are queued behind that wait and the future is
-        # complete at once: no host thread waits for the GPU. GRADAGG_HOOK_WAITER=1: a thread of the hook waits for
-        # each call and completes its future instead, as before (for comparison; host tensors always take it).
-        self._queue_on_gpu = os.environ.get("GRADAGG_HOOK_WAITER", "0") != "1"
-        self._done_streams = {}  # device -> the stream where GPU buckets' finishing work waits for their sums
         self._queue = queue.Queue()
         self._waiter = threading.Thread(target=self._complete, daemon=True, name="gradagg-hook")
         self._waiter.start()
@@ -161,7 +155,6 @@ class GradaggState(HookTraffic):
             if calls == self.warmup_steps + 1:
                 warmup = self.aggregators.pop(key + ("warmup",), None)
                 if warmup is not None:
-                    self._count(warmup)  # its last call, queued on the GPU, is not counted yet
                     warmup.close()
         if key not in self.aggregators:  # collective: DDP hands buckets over in the same order on every rank
             self.aggregators[key] = gradagg.Aggregator(comm=self.comm, **options)
@@ -175,32 +168,13 @@ class GradaggState(HookTraffic):
         for key in (old, old + ("warmup",)):
             aggregator = self.aggregators.pop(key, None)
             if aggregator is not None:
-                self._count(aggregator)
                 aggregator.close()
         self.momenta.pop(old, None)
-
-    def done_stream(self, device):
-        """The stream where the hook queues a GPU bucket's average and momentum behind the wait for its sums."""
-        stream = self._done_streams.get(device)
-        if stream is None:
-            stream = self._done_streams[device] = torch.cuda.Stream(device=device)
-        return stream
-
-    def bits_per_element(self):
-        self._count_all()
-        return super().bits_per_element()
-
-    def _count_all(self):
-        """Counts every Aggregator's calls so far, waiting for those still running (queued GPU calls are counted
-        when their bucket's next call starts)."""
-        for aggregator in list(self.aggregators.values()):
-            self._count(aggregator)
 
     def state_dict(self):
         """What the hook owes between steps, for torch.save beside the model and optimizer (each rank saves its own):
         every bucket's carried quantization error (in its Aggregator's layout), momentum and call count, and the
         bytes sent. Call it between steps (after optimizer.step())."""
-        self._count_all()
         live = next(iter(self.aggregators.values()), None)
         buckets = []
         for index, key in sorted(self.keys.items()):
@@ -268,8 +242,10 @@ def comm_hook(state, bucket):
             state._parameter_list.append(parameter)
     if not state.optimizers_checked:
         check_optimizers(state, parameters)
+    # On a GPU the future is CUDA-aware: it completes once the bucket's last kernels are queued, and DDP's wait()
+    # orders its stream after them instead of the host waiting for the GPU.
+    future = torch.futures.Future(devices=[buffer.device]) if buffer.is_cuda else torch.futures.Future()
     if state._restore is not None:
-        future = _future(buffer)
         state._stash.append((bucket, future))
         if bucket.is_last():
             _resume(state)
@@ -290,28 +266,15 @@ def comm_hook(state, bucket):
         _follow_loss_scale(state, key, momentum)
     cached = state._views.get(key)
     if cached is None or cached[0].data_ptr() != buffer.data_ptr():  # the same storage: its views still hold
-        views = tensors_of(bucket)
-        described = aggregator.described(views) if buffer.is_cuda and state._queue_on_gpu else None
-        cached = state._views[key] = (buffer, views, described)
+        cached = state._views[key] = (buffer, tensors_of(bucket))
     state._views_used.add(key)
     if bucket.is_last():  # a bucket DDP no longer has (its rebuild may make fewer) keeps no buffer alive
         for stale in state._views.keys() - state._views_used:
             del state._views[stale]
         state._views_used.clear()
-    pending, finish = _start(state, aggregator, parameters, cached[1], momentum, buffer, bucket.is_last(),
-                             cached[2])
-    future = _future(buffer)
-    if pending is None:  # queued on the GPU: the future completes now, its waiters ordered after the finishing work
-        finish(lambda: future.set_result(buffer))
-    else:
-        state._queue.put((aggregator, pending, finish, future, buffer))
+    pending, finish = _start(state, aggregator, parameters, cached[1], momentum, buffer, bucket.is_last())
+    state._queue.put((aggregator, pending, finish, future, buffer))
     return future
-
-
-def _future(buffer):
-    """On a GPU the future is CUDA-aware: completed once the bucket's last kernels are queued, DDP's wait() orders its
-    stream after them instead of the host waiting for the GPU."""
-    return torch.futures.Future(devices=[buffer.device]) if buffer.is_cuda else torch.futures.Future()
 
 
 def _follow_loss_scale(state, key, momentum):
@@ -334,15 +297,13 @@ def _parts(momentum, tensors):
     return list(momentum.split([t.numel() for t in tensors])) if len(tensors) > 1 else [momentum]
 
 
-def _start(state, aggregator, parameters, gradients, momentum, buffer=None, last=True, queued=None):
+def _start(state, aggregator, parameters, gradients, momentum, buffer=None, last=True):
     """Starts one bucket's aggregation: `gradients`, one flat tensor per parameter of `parameters` (views of `buffer`,
     their contiguous whole, where they lie in one), and its momentum, a contiguous tensor laid out as they are (or
     None). The observers see this rank's gradients first. Returns the Pending and what finishes the bucket once it is
     done: queues the average over the ranks, and, after the step's `last` bucket, the new momentum of every bucket of
     the step, unless one of them overflowed, then calls its argument (if any) on the same stream, with no wait for the
-    GPU: a CUDA-aware future completed there orders its waiters after that work. `queued` (GPU tensors: `gradients`
-    as Aggregator.described gives them): the call lets the hook's done stream go on once the sums are in place, the
-    Pending is None and the finishing work may be queued on that stream at once."""
+    GPU: a CUDA-aware future completed there orders its waiters after that work."""
     if state.observers:
         if len(gradients) != len(parameters):
             raise ValueError("gradagg.torch: a DDP bucket's gradients are not laid out per parameter, so "
@@ -353,17 +314,7 @@ def _start(state, aggregator, parameters, gradients, momentum, buffer=None, last
         # Per parameter, as a resumed run's first step must do it too (its buckets are not DDP's).
         torch._foreach_add_(gradients, _parts(momentum, gradients), alpha=state.momentum)
     stream = torch.cuda.current_stream(gradients[0].device) if gradients[0].is_cuda else None
-    if stream is not None and queued is not None:
-        done = state.done_stream(gradients[0].device)
-        try:  # counted later (_count_all), when it has ended
-            aggregator.aggregate_queued(queued, stream.cuda_stream, done.cuda_stream)
-        except gradagg.UsageError as error:
-            if "cannot queue a wait" in str(error):
-                raise gradagg.UsageError(f"{error} (GRADAGG_HOOK_WAITER=1 makes the hook wait on the host)") from None
-            raise
-        pending, stream = None, done
-    else:
-        pending = aggregator.aggregate_async(gradients, stream=stream.cuda_stream if stream is not None else None)
+    pending = aggregator.aggregate_async(gradients, stream=stream.cuda_stream if stream is not None else None)
     size = state.world_size
     results = [buffer] if buffer is not None else gradients  # the bucket whole where it lies in one buffer
 

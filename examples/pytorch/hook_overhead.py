@@ -9,9 +9,11 @@ the future, the waiter thread) differs between the two.
       [--bits 1] [--momentum 0]
 
 Rank 0 prints a table: size, the direct call's and the hook's median time (us), the hook's overhead in us and as a
-share of the direct call, and how long the hook took to hand back its future (on DDP's thread: its Python and the
+share of the direct call, how long the hook took to hand back its future (on DDP's thread: its Python and the
 start of the aggregation, which the direct call pays too; the overhead less that is at least the hand-off to the
-library's thread and back through the waiter thread); then that time in pieces, measured apart: the Aggregator's
+library's thread and back through the waiter thread), and the paired overhead (the median over steps of the hook's
+time less the direct call's of the same step, steadier when the machine drifts); then that time in pieces, measured
+apart: the Aggregator's
 aggregate_async until it returns, making a future like the hook's, and the rest, the hook's own work (its Python and,
 with --momentum, the momentum's add).
 GRADAGG_RANKS_PER_NODE=1 makes the ranks nodes (the exchange then runs at --bits).
@@ -125,7 +127,10 @@ def measure(size_bytes, device, steps, bits, momentum, meeting):
     direct.close()
     for aggregator in state.aggregators.values():
         aggregator.close()
-    return tuple(statistics.median(times[name]) for name in ("direct", "hook", "submit", "async", "future"))
+    # The calls alternate, so each step's hook and direct call share the machine's state of the moment: the median of
+    # their differences is steadier than the difference of the medians when the direct call drifts between rounds.
+    paired = statistics.median(h - d for h, d in zip(times["hook"], times["direct"]))
+    return tuple(statistics.median(times[name]) for name in ("direct", "hook", "submit", "async", "future")) + (paired,)
 
 
 def main():
@@ -152,15 +157,16 @@ def main():
         print(f"# hook_overhead: {ranks} ranks, device {device.type}, {arguments.bits} bits, momentum "
               f"{arguments.momentum}, medians of {arguments.steps} calls each, alternating; torch {torch.__version__}")
         print("| bucket | direct Aggregator (us) | hook (us) | overhead (us) | overhead / direct | hook until its "
-              "future returns (us) |")
-        print("| --- | --- | --- | --- | --- | --- |")
-        for text, direct, hook, submit, _, _ in rows:
+              "future returns (us) | paired overhead (us) | paired / direct |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        for text, direct, hook, submit, _, _, paired in rows:
             print(f"| {text} | {1e6 * direct:.0f} | {1e6 * hook:.0f} | {1e6 * (hook - direct):.0f} | "
-                  f"{100 * (hook - direct) / direct:.1f}% | {1e6 * submit:.0f} |")
+                  f"{100 * (hook - direct) / direct:.1f}% | {1e6 * submit:.0f} | {1e6 * paired:.0f} | "
+                  f"{100 * paired / direct:.1f}% |")
         print("\n| bucket | hook until its future returns (us) | of it, Aggregator.aggregate_async alone (us) | "
               "a future like the hook's (us) | the rest: the hook's own work (us) |")
         print("| --- | --- | --- | --- | --- |")
-        for text, _, _, submit, started, future in rows:
+        for text, _, _, submit, started, future, _ in rows:
             print(f"| {text} | {1e6 * submit:.0f} | {1e6 * started:.0f} | {1e6 * future:.0f} | "
                   f"{1e6 * (submit - started - future):.0f} |")
     return 0

@@ -5,9 +5,12 @@
 //   allreduce      (all outputs): output_p[i] = sum over ranks of input_p[i], i in my shard
 //
 // Every shard is cut into chunks of the same length (set per call so that every block gets work, up to the inbox
-// slot); block b takes chunks b, b + B, ... of every shard, one chunk a round. Round s of block b:
-// 1. push: once peer r has consumed round s - 2 (the inbox has two slots, by round parity), copy chunk c of shard r
-//    of my input into r's inbox, then raise pushReady on r (system-scope release, with the call's signature);
+// slot; a call of one round may take chunks of up to two slots, the rest in the other parity's slot: a wide round);
+// block b takes chunks b, b + B, ... of every shard, one chunk a round. Round s of block b:
+// 1. push: once peer r has consumed round s - 2 (the inbox has two slots, by round parity; a call's first round waits
+//    for s - 1, all of the block's earlier rounds, so that a wide round finds both slots free and the round after one
+//    finds its second half read), copy chunk c of shard r of my input into r's inbox, then raise pushReady on r
+//    (system-scope release, with the call's signature);
 // 2. reduce: once every peer's round s has arrived, sum chunk c of my shard in local-rank order (mine read from my
 //    input, the others from my inbox, all local reads), store the result to my stripe or to every rank's output, then
 //    raise pushConsumed on every peer.
@@ -37,7 +40,7 @@ struct AllPushArgs {
   size_t shardBegin[kMaxLocalRanks];  // rank p's shard, in elements of the full gradient; 16-byte multiples
   size_t shardCount[kMaxLocalRanks];
   size_t outputShift;   // output index = full index - outputShift (reduce-scatter writes a stripe)
-  size_t chunkVectors;  // vectors in a chunk: a multiple of blockDim.x, at most slotVectors
+  size_t chunkVectors;  // vectors in a chunk: a multiple of blockDim.x, at most slotVectors (2 x in a wide round)
   size_t slotVectors;   // vectors in an inbox slot
   size_t chunks;        // chunks in the largest shard (>= gridDim.x)
   int inboxBlocks;      // blocks the inboxes are laid out for (>= gridDim.x)
@@ -83,23 +86,25 @@ __device__ inline bool EveryPeerReached(const BarrierContext& context, int ranks
   return !__syncthreads_or(failed);
 }
 
-// Step 1 for round `round`, chunk `chunk`. False on every thread when a peer did not free its inbox in time.
+// Step 1 for round `round`, chunk `chunk` (`callsFirst`: the call's first round). False on every thread when a peer did
+// not free its inbox in time.
 template <typename T, int kRanks>
-__device__ inline bool PushRound(const AllPushArgs& args, uint64_t round, size_t chunk) {
+__device__ inline bool PushRound(const AllPushArgs& args, uint64_t round, size_t chunk, bool callsFirst) {
   constexpr int kE = Vector<T>::kElements;
   const BarrierContext& context = args.barrier;
   const int me = context.rank, ranks = kRanks > 0 ? kRanks : context.ranks, peer = static_cast<int>(threadIdx.x);
   const uint64_t* consumed = context.peerControl[me]->pushConsumed[blockIdx.x];
-  if (!EveryPeerReached(context, ranks, consumed, round < 2 ? 0 : round - 2, 4)) return false;
+  if (!EveryPeerReached(context, ranks, consumed, callsFirst ? round - 1 : round - 2, 4)) return false;
 
   const T* input = static_cast<const T*>(args.input);
-  const size_t chunkVectors = args.chunkVectors;
+  const size_t chunkVectors = args.chunkVectors, slotVectors = args.slotVectors;
   for (int j = 0; j < ranks; ++j) {
     const int r = PeerAt(args.order, me, ranks, j);
     if (r == me) continue;
     const T* shard = input + args.shardBegin[r];
     const size_t count = args.shardCount[r];
     uint4* slot = args.peerInbox[r] + InboxSlot(args, round, me, r);
+    uint4* spill = args.peerInbox[r] + InboxSlot(args, round + 1, me, r);  // a wide round's rest
     for (size_t first = threadIdx.x; first < chunkVectors; first += kPushUnroll * blockDim.x) {
       uint4 data[kPushUnroll];
 #pragma unroll
@@ -110,7 +115,7 @@ __device__ inline bool PushRound(const AllPushArgs& args, uint64_t round, size_t
 #pragma unroll
       for (int u = 0; u < kPushUnroll; ++u) {
         const size_t i = first + u * blockDim.x, v = chunk * chunkVectors + i;
-        if (i < chunkVectors && v * kE < count) slot[i] = data[u];
+        if (i < chunkVectors && v * kE < count) *(i < slotVectors ? slot + i : spill + (i - slotVectors)) = data[u];
       }
     }
   }
@@ -150,7 +155,7 @@ __device__ inline bool ReduceRound(const AllPushArgs& args, uint64_t round, size
   const size_t count = args.shardCount[me];
   const size_t outputAt = args.shardBegin[me] - args.outputShift;
   const uint4* inbox = args.peerInbox[me];
-  const size_t chunkVectors = args.chunkVectors;
+  const size_t chunkVectors = args.chunkVectors, slotVectors = args.slotVectors;
   constexpr int kU = kReduceUnroll<T, kRanks>;
   for (size_t first = threadIdx.x; first < chunkVectors; first += kU * blockDim.x) {
     bool active[kU];
@@ -164,13 +169,14 @@ __device__ inline bool ReduceRound(const AllPushArgs& args, uint64_t round, size
     for (int p = 0; p < (kRanks > 0 ? kRanks : kMaxLocalRanks); ++p) {
       if (kRanks == 0 && p >= ranks) break;
       const uint4* from = p == me ? nullptr : inbox + InboxSlot(args, round, p, me);
+      const uint4* spill = p == me ? nullptr : inbox + InboxSlot(args, round + 1, p, me);
       uint4 terms[kU];
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         const size_t i = first + u * blockDim.x;
         terms[u] = !active[u] ? make_uint4(0, 0, 0, 0)
                    : p == me  ? LoadShardVector(shard, count, chunk * chunkVectors + i)
-                              : __ldcg(from + i);
+                              : __ldcg(i < slotVectors ? from + i : spill + (i - slotVectors));
       }
 #pragma unroll
       for (int u = 0; u < kU; ++u) Accumulate<T>(acc[u], terms[u], p == 0);
@@ -210,9 +216,9 @@ __global__ void __launch_bounds__(512) AllPushKernel(AllPushArgs args) {
   const size_t rounds = DivUp(args.chunks - blockIdx.x, gridDim.x);
   const auto chunkOf = [&](size_t k) { return blockIdx.x + k * gridDim.x; };
 
-  if (!PushRound<T, kRanks>(args, before + 1, chunkOf(0))) return;
+  if (!PushRound<T, kRanks>(args, before + 1, chunkOf(0), true)) return;
   for (size_t k = 0; k < rounds; ++k) {
-    if (k + 1 < rounds && !PushRound<T, kRanks>(args, before + k + 2, chunkOf(k + 1))) return;
+    if (k + 1 < rounds && !PushRound<T, kRanks>(args, before + k + 2, chunkOf(k + 1), false)) return;
     if (!ReduceRound<T, kRanks, kPushToAll>(args, before + k + 1, chunkOf(k))) return;
   }
 

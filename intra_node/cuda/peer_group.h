@@ -74,7 +74,8 @@ struct PeerGroupConfig {
   int threads = 512;        // per block, 32 .. 512
   bool interleaved = true;  // two-shot blocks take interleaved chunks (false: one slice each)
   Reduction reduction = Reduction::kByGroupSize;
-  size_t pushChunkBytes = kAutomatic;  // all-push chunk per block and peer at most, 16 KiB .. 1 MiB (by group size)
+  size_t pushChunkBytes = kAutomatic;  // all-push inbox slot per block and peer, 16 KiB .. 1 MiB (by group size): the
+                                       // largest chunk of a call of several rounds; a call of one may take two
   PeerOrder peerOrder = PeerOrder::kByGroupSize;  // two-shot blocks write to their peers in this order
 };
 

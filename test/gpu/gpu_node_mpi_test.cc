@@ -29,6 +29,14 @@ class GpuNodeTest : public OneGpuPerRank {
     config.group.reduction = nvlink::Reduction::kAllPush;  // GRADAGG_NVLINK_ALL_PUSH=1
     return config;
   }
+  // All-push on 3 blocks with 16 KiB slots (1024 vectors): many rounds, and wide ones, at small sizes.
+  static GpuNodeConfig FewBlocksConfig() {
+    GpuNodeConfig config = AllPushConfig();
+    config.group.blocks = 3;                // GRADAGG_NVLINK_BLOCKS
+    config.group.pushChunkBytes = 16 << 10;  // GRADAGG_NVLINK_PUSH_CHUNK: the smallest slot
+    config.group.packetMaxBytes = 0;         // GRADAGG_NVLINK_PACKET_MAX: small allreduces all-push too
+    return config;
+  }
 };
 
 TEST_F(GpuNodeTest, OneShotAllReduceIsTheRankOrderSum) {
@@ -84,17 +92,16 @@ TEST_F(GpuNodeTest, AllPushWithOtherChunksIsTheRankOrderSumToo) {
     for (size_t count : kCounts) CheckAllReduce(node, {count, type, 0, 0}, true, ++seed, stream_);
 }
 
-// Few blocks and the smallest slot: calls of many rounds per block (400009 floats on 2 ranks: 49 chunks of 1024
-// vectors on 3 blocks), the last chunk of a shard short, and rounds kept in step across calls of other sizes (with
-// the default 132 blocks the tests above take one round a block).
+// Few blocks and the smallest slot (GpuNodeTest::FewBlocksConfig): calls of many rounds per block (400009 floats on 2
+// ranks: 49 chunks of 1024 vectors on 3 blocks), the last chunk of a shard short, wide rounds (40000 floats on 2
+// ranks, 80000 on 4: one round of 2048-vector chunks, half in each parity's slot) before and after calls of many
+// rounds and of one (with the default 132 blocks the tests above take one round a block, never a wide one).
 TEST_F(GpuNodeTest, AllPushOfManyRoundsOnFewBlocksIsTheRankOrderSum) {
-  GpuNodeConfig config = AllPushConfig();
-  config.group.blocks = 3;                // GRADAGG_NVLINK_BLOCKS
-  config.group.pushChunkBytes = 16 << 10;  // the smallest slot: 1024 vectors
-  GpuNode node(MPI_COMM_WORLD, config);
+  GpuNode node(MPI_COMM_WORLD, FewBlocksConfig());
   uint32_t seed = 130;
   for (ElementType type : kTypes)
-    for (size_t count : {size_t{400009}, size_t{65537}, size_t{1000003}, size_t{400009}})
+    for (size_t count : {size_t{400009}, size_t{40000}, size_t{80000}, size_t{65537}, size_t{1000003},
+                         size_t{40000}, size_t{80000}, size_t{400009}})
       CheckAllReduce(node, {count, type, 0, 0}, true, ++seed, stream_);
 }
 
@@ -308,41 +315,46 @@ TEST_F(GpuNodeTest, APeerLateToThePhasesLeftToTheReaderFailsEveryRank) {
 
 // Shards 16-byte aligned at their starts (so the reduce-scatter runs all-push), of odd lengths with gaps between
 // them, several of them smaller than one chunk; reduce-scatters and allreduces of changing sizes alternate, so the
-// rounds of blocks that a small call leaves idle must stay in step across calls.
+// rounds of blocks that a small call leaves idle must stay in step across calls; with the default blocks, and with 3
+// blocks and 16 KiB slots, where a reduce-scatter (which does not wait for its last round to be read) is followed by
+// wide rounds and the other way round.
 TEST_F(GpuNodeTest, AllPushReduceScatterOfOddShardsAndChangingSizes) {
-  GpuNode node(MPI_COMM_WORLD, AllPushConfig());
-  const int ranks = WorldSize(), me = WorldRank();
-  const size_t most = 1000003;
-  DeviceBuffer gradient(most * 4), stripe(most * 4), output(most * 4);
-  node.Register(gradient.get(), gradient.bytes());
-  node.Register(stripe.get(), stripe.bytes());
-  node.Register(output.get(), output.bytes());
-  uint32_t seed = 700;
-  for (size_t count : {most, size_t{4099}, size_t{262147}, size_t{37}, most}) {
-    for (ElementType type : kTypes) {
-      const size_t bytes = ElementBytes(type);
-      std::vector<ElementRange> shards;
-      for (int r = 0; r < ranks; ++r) {
-        const size_t begin = count * r / ranks / 8 * 8, end = count * (r + 1) / ranks;
-        shards.push_back({begin, end - begin - (end - begin > 3 && r % 2 == 1 ? 3 : 0)});
+  for (bool fewBlocks : {false, true}) {
+    GpuNode node(MPI_COMM_WORLD, fewBlocks ? FewBlocksConfig() : AllPushConfig());
+    const int ranks = WorldSize(), me = WorldRank();
+    const size_t most = 1000003;
+    DeviceBuffer gradient(most * 4), stripe(most * 4), output(most * 4);
+    node.Register(gradient.get(), gradient.bytes());
+    node.Register(stripe.get(), stripe.bytes());
+    node.Register(output.get(), output.bytes());
+    uint32_t seed = fewBlocks ? 750 : 700;
+    for (size_t count : {most, size_t{4099}, size_t{40000}, size_t{80000}, size_t{262147}, size_t{37}, size_t{80000},
+                         most}) {
+      for (ElementType type : kTypes) {
+        const size_t bytes = ElementBytes(type);
+        std::vector<ElementRange> shards;
+        for (int r = 0; r < ranks; ++r) {
+          const size_t begin = count * r / ranks / 8 * 8, end = count * (r + 1) / ranks;
+          shards.push_back({begin, end - begin - (end - begin > 3 && r % 2 == 1 ? 3 : 0)});
+        }
+        const std::vector<uint8_t> mine = InputBits(count, type, me, ++seed);
+        ASSERT_EQ(cudaMemcpy(gradient.get(), mine.data(), mine.size(), cudaMemcpyHostToDevice), cudaSuccess);
+        node.peers().ReduceScatter(gradient.get(), shards, stripe.get(), type, stream_);
+        node.AllReduce(gradient.get(), output.get(), count, type, stream_);
+        ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+        node.ThrowIfFailed();
+        EXPECT_EQ(stripe.ToHost<uint8_t>(shards[me].count * bytes),
+                  RankOrderSum(shards[me].begin, shards[me].count, type, ranks, seed, count))
+            << ToString(type) << " count " << count;
+        const std::vector<uint8_t> sum = output.ToHost<uint8_t>(count * bytes);
+        EXPECT_EQ(sum, RankOrderSum(0, count, type, ranks, seed, count)) << ToString(type) << " count " << count;
+        EXPECT_TRUE(SameOnAllRanks(sum));
       }
-      const std::vector<uint8_t> mine = InputBits(count, type, me, ++seed);
-      ASSERT_EQ(cudaMemcpy(gradient.get(), mine.data(), mine.size(), cudaMemcpyHostToDevice), cudaSuccess);
-      node.peers().ReduceScatter(gradient.get(), shards, stripe.get(), type, stream_);
-      node.AllReduce(gradient.get(), output.get(), count, type, stream_);
-      ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-      node.ThrowIfFailed();
-      EXPECT_EQ(stripe.ToHost<uint8_t>(shards[me].count * bytes),
-                RankOrderSum(shards[me].begin, shards[me].count, type, ranks, seed, count))
-          << ToString(type) << " count " << count;
-      const std::vector<uint8_t> sum = output.ToHost<uint8_t>(count * bytes);
-      EXPECT_EQ(sum, RankOrderSum(0, count, type, ranks, seed, count)) << ToString(type) << " count " << count;
-      EXPECT_TRUE(SameOnAllRanks(sum));
     }
+    node.Deregister(output.get());
+    node.Deregister(stripe.get());
+    node.Deregister(gradient.get());
   }
-  node.Deregister(output.get());
-  node.Deregister(stripe.get());
-  node.Deregister(gradient.get());
 }
 
 TEST_F(GpuNodeTest, GroupsForcedOntoTheHostPathStageThroughHostMemory) {

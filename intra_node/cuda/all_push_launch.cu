@@ -1,6 +1,7 @@
 // All-push reduction: every rank pushes each peer's shard of its input into that peer's inbox in chunks, so NVLink
 // carries writes only; each rank sums its shard in rank order and writes the result (all_push_kernel.cuh).
 #include <algorithm>
+#include <stdexcept>
 
 #include "common/cuda/cuda_error.h"
 #include "common/cuda/element_convert.cuh"
@@ -67,6 +68,9 @@ void PeerGroup::LaunchAllPush(const TwoShotCall& call, const std::vector<Element
   args.chunkVectors = evenShare <= 2 * pushChunkVectors_ ? evenShare : pushChunkVectors_;
   args.slotVectors = pushChunkVectors_;
   args.chunks = std::max<size_t>(1, (largestVectors + args.chunkVectors - 1) / args.chunkVectors);
+  // The kernel's waits rely on it: only a call of one round per block spills into the other parity's slot.
+  if (args.chunkVectors > pushChunkVectors_ && args.chunks > static_cast<size_t>(pushBlocks_))
+    throw std::logic_error("all-push: a wide chunk in a call of several rounds");
   args.inboxBlocks = pushBlocks_;
   args.order = config_.peerOrder;
   args.barrier = Barrier();

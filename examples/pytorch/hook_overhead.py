@@ -12,10 +12,9 @@ Rank 0 prints a table: size, the direct call's and the hook's median time (us), 
 share of the direct call, how long the hook took to hand back its future (on DDP's thread: its Python and the
 start of the aggregation, which the direct call pays too; the overhead less that is at least the hand-off to the
 library's thread and back through the waiter thread), and the paired overhead (the median over steps of the hook's
-time less the direct call's of the same step, steadier when the machine drifts); then that time in pieces, measured
-apart: the Aggregator's
-aggregate_async until it returns, making a future like the hook's, and the rest, the hook's own work (its Python and,
-with --momentum, the momentum's add).
+time less the direct call's of the same step, steadier when the machine drifts); then the time to the future in
+pieces, measured apart: the Aggregator's aggregate_async until it returns, making a future like the hook's, and the
+rest, the hook's own work (its Python and, with --momentum, the momentum's add).
 GRADAGG_RANKS_PER_NODE=1 makes the ranks nodes (the exchange then runs at --bits).
 """
 import argparse

@@ -41,18 +41,32 @@ import gradagg
 import gradagg.torch
 
 
+def warmup_steps(text):
+    """--warmup-steps: 'auto' or a whole number >= 0."""
+    if text == "auto":
+        return text
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"'auto' or a whole number >= 0, not {text!r}")
+    return int(text)
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--exchange", choices=["ddp", "bf16", "powersgd", "gradagg"], default="gradagg")
-    parser.add_argument("--bits", type=int, default=2, help="gradagg: bits per element across nodes")
+    parser.add_argument("--bits", type=int, default=None,
+                        help="gradagg: bits per element across nodes (default: the hook's, 1 bit behind an automatic "
+                             "early phase at 2 bits that gradagg's AdamW ends; FSDP2's hook: 2 bits)")
     parser.add_argument("--optimizer", choices=["gradagg", "torch"], default="gradagg",
                         help="gradagg: gradagg.torch.AdamW (the hook carries the first moment); torch: torch's AdamW "
                              "behind a plain hook (refused below 32 bits unless --unchecked)")
-    parser.add_argument("--warmup-steps", type=int, default=0,
-                        help="gradagg: steps sent at --warmup-bits first; gradagg's AdamW learns the second moment "
-                             "from them and freezes it. 0 (the default): no warm-up, and each rank's own second "
-                             "moment, averaged over the ranks at growing intervals (python/gradagg/torch_adam.py)")
-    parser.add_argument("--warmup-bits", type=int, default=4, help="gradagg: width of the warm-up")
+    parser.add_argument("--warmup-steps", type=warmup_steps, default=None,
+                        help="gradagg: steps sent at --warmup-bits first, or 'auto' (until gradagg's AdamW measures "
+                             "the ranks' gradients noisy enough; the default where --bits is not given, else 0). "
+                             "gradagg's AdamW learns the second moment from N steps and freezes it; with 'auto' or "
+                             "0 each rank's own second moment is averaged over the ranks at growing intervals "
+                             "(python/gradagg/torch_adam.py)")
+    parser.add_argument("--warmup-bits", type=int, default=None,
+                        help="gradagg: width of the warm-up (default: 2 for 'auto', 32 for N steps)")
     parser.add_argument("--bucket-size", type=int, default=None,
                         help="gradagg: elements per quantization bucket (default: the library's, or GRADAGG_BUCKET)")
     parser.add_argument("--second-moment", choices=["frozen", "synced"], default=None,
@@ -63,7 +77,7 @@ def parse_args(argv=None):
                              "then freeze it (the older policy)")
     parser.add_argument("--variance-interval", type=int, default=64,
                         help="gradagg's AdamW: most steps between averagings of the second moment")
-    parser.add_argument("--variance-bits", type=int, default=8, help="gradagg's AdamW: width of those averagings")
+    parser.add_argument("--variance-bits", type=int, default=4, help="gradagg's AdamW: width of those averagings")
     parser.add_argument("--max-update", type=float, default=None,
                         help="gradagg's AdamW: bound on an element's step over lr (default: Adam's own bound)")
     parser.add_argument("--guard", type=float, default=2.5,
@@ -106,11 +120,11 @@ def parse_args(argv=None):
     if min(args.layers, args.dim, args.heads, args.context, args.batch, args.steps, args.eval_every,
            args.eval_batches) < 1 or args.dim % args.heads:
         parser.error("sizes and counts must be positive, and --dim a multiple of --heads")
-    if args.lr <= 0 or args.warmup_steps < 0 or args.lr_warmup < 0 or args.clip < 0:
-        parser.error("--lr must be > 0; --warmup-steps, --lr-warmup and --clip >= 0")
+    if args.lr <= 0 or args.lr_warmup < 0 or args.clip < 0:
+        parser.error("--lr must be > 0; --lr-warmup and --clip >= 0")
     if any(value is not None and value <= 0 for value in (args.target_loss, args.time_limit)):
         parser.error("--target-loss and --time-limit must be > 0")
-    unsharded = (args.optimizer != "gradagg" or args.warmup_steps or args.second_moment is not None or
+    unsharded = (args.optimizer != "gradagg" or args.warmup_steps is not None or args.second_moment is not None or
                  args.variance_steps is not None)  # what the FSDP2 path does not take
     if args.shard < 0 or (args.shard and (args.exchange not in ("gradagg", "ddp", "bf16") or
                                           (args.exchange == "gradagg" and unsharded))):
@@ -215,16 +229,26 @@ def label_of(args):
     if args.label:
         return args.label
     if args.shard:
-        return (f"FSDP2 over {args.shard}, gradagg {args.bits} bit, gradagg AdamW" if args.exchange == "gradagg" else
+        width = args.bits or gradagg.torch.DEFAULT_BITS
+        return (f"FSDP2 over {args.shard}, gradagg {width} bit, gradagg AdamW" if args.exchange == "gradagg" else
                 f"HSDP (FSDP2 over {args.shard}{', bf16 reduction' if args.exchange == 'bf16' else ''})")
     if args.exchange == "gradagg":
-        warmup = f", {args.warmup_steps} steps at {args.warmup_bits} bits" if args.warmup_steps else ""
+        if args.bits is None and args.warmup_steps in (None, "auto"):
+            return f"gradagg defaults (1 bit after an automatic early phase), {args.optimizer} AdamW"
+        warmup = f", {args.warmup_steps} steps at {args.warmup_bits or 32} bits" if args.warmup_steps else ""
         if args.optimizer == "gradagg" and (args.second_moment == "synced" or not args.warmup_steps):
             warmup += ", synchronised second moment"
         return f"gradagg {args.bits} bit{warmup}, {args.optimizer} AdamW"
     if args.exchange == "powersgd":
         return f"PowerSGD rank {args.powersgd_rank} from step {args.powersgd_start}"
     return {"ddp": "DDP allreduce", "bf16": "DDP bf16 compression"}[args.exchange]
+
+
+def early_phase_steps(state):
+    """The steps of the hook's automatic early phase, once it has ended (None: none, or not ended)."""
+    if getattr(state, "warmup", None) != "auto" or state.in_warmup():
+        return None
+    return state.warmup_steps
 
 
 def main(argv=None):
@@ -271,16 +295,18 @@ def main(argv=None):
     clip_in_optimizer = False
     bucket = {} if args.bucket_size is None else {"bucket_size": args.bucket_size}
     if args.exchange == "gradagg" and args.shard:
-        state = gradagg.torch.FSDPGradaggState(args.shard, bits=args.bits, momentum=args.beta1, **bucket).attach(model)
+        width = {} if args.bits is None else {"bits": args.bits}
+        state = gradagg.torch.FSDPGradaggState(args.shard, momentum=args.beta1, **width, **bucket).attach(model)
         optimizer = gradagg.torch.AdamW(groups, state, lr=args.lr, betas=betas, max_grad_norm=args.clip or None,
                                         variance_interval=args.variance_interval, variance_bits=args.variance_bits,
                                         max_update=args.max_update, guard=args.guard)
         clip_in_optimizer = True
     elif args.exchange == "gradagg":
         paired = args.optimizer == "gradagg"
-        state = gradagg.torch.GradaggState(bits=args.bits, momentum=args.beta1 if paired else 0.0,
-                                           warmup_steps=args.warmup_steps, warmup_bits=args.warmup_bits,
-                                           check_optimizers=not args.unchecked, **bucket)
+        width = {} if args.bits is None else {"bits": args.bits}
+        state = gradagg.torch.GradaggState(momentum=args.beta1 if paired else 0.0, warmup_steps=args.warmup_steps,
+                                           warmup_bits=args.warmup_bits, check_optimizers=not args.unchecked,
+                                           **width, **bucket)
         ddp.register_comm_hook(state, gradagg.torch.comm_hook)
         if paired:
             optimizer = gradagg.torch.AdamW(groups, state, lr=args.lr, betas=betas,
@@ -370,7 +396,8 @@ def main(argv=None):
                    "bytes_per_step": round(bytes_per_step(args, model, steps_run, size, state)),
                    "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
                    "torch": torch.__version__, "args": vars(args), "rows": rows,
-                   "guard_events": getattr(optimizer, "events", [])}
+                   "guard_events": getattr(optimizer, "events", []),
+                   "early_phase_steps": early_phase_steps(state)}
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(summary, f, indent=1)

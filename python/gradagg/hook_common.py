@@ -4,18 +4,22 @@ import os
 
 import torch
 
-# The hooks' width when neither bits= nor GRADAGG_BITS gives one: the fewest bits at which AdamW reached DDP's loss on
-# every GPT measured, 10.8M to 152M parameters (at 1 bit an 85M one ended 1.2% behind over 3 seeds, 7-8% in the middle
-# of the run; bench/results/gpt/85m/). The library's own default, for the CLI and C++, stays 1 bit.
+# A hook's width when neither bits= nor GRADAGG_BITS gives one and it has no early phase (FSDP2's hook): the fewest
+# bits at which AdamW reached DDP's loss on every GPT measured at one width (10.8M to 152M parameters;
+# bench/results/gpt/). The DDP hook's default is 1 bit behind an automatic early phase at 2 (gradagg.torch). The
+# library's own default, for the CLI and C++, is 1 bit.
 DEFAULT_BITS = 2
 
 
-def hook_options(options):
-    """A hook's Aggregator options: `options`, with DEFAULT_BITS where neither they nor GRADAGG_BITS give a width (an
-    empty GRADAGG_BITS counts as unset, as in C++)."""
-    if "bits" not in options and not os.environ.get("GRADAGG_BITS"):
-        return dict(options, bits=DEFAULT_BITS)
-    return dict(options)
+def width_given(options):
+    """Whether bits= or GRADAGG_BITS chooses a hook's width (an empty GRADAGG_BITS counts as unset, as in C++)."""
+    return "bits" in options or bool(os.environ.get("GRADAGG_BITS"))
+
+
+def hook_options(options, default_bits=DEFAULT_BITS):
+    """A hook's Aggregator options: `options`, with `default_bits` where neither they nor GRADAGG_BITS give a
+    width."""
+    return dict(options) if width_given(options) else dict(options, bits=default_bits)
 
 
 class HookTraffic:

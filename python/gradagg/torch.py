@@ -20,15 +20,18 @@ beta * m + g to gradagg, and the average that comes back is the new momentum m, 
 returns in place of the gradient. Use the optimizer without momentum then. At 1 bit this is what trains as well as
 float32; momentum applied after a 1-bit aggregation diverges.
 
-warmup_steps > 0 sends each bucket's first that many calls at warmup_bits (default 32: float32; a warm-up, as 1-bit
-Adam has), then switches to the options' bit width with fresh carried error. full_precision_steps is the older name
-of warmup_steps.
+warmup_steps=N sends each bucket's first N calls at warmup_bits (default 32: float32; a warm-up, as 1-bit Adam
+has), then switches to the options' bit width with fresh carried error. full_precision_steps is the older name of
+warmup_steps. warmup_steps="auto" (warmup_bits default 2) lasts until gradagg.torch.AdamW ends it (end_warmup), once
+the ranks' gradients are noisy enough (gradagg/torch_adam.py); behind another optimizer it never ends. Without a width
+(bits=, GRADAGG_BITS) the hook runs its default: AUTO_BITS (1) in quantization buckets of AUTO_BUCKET (256) behind
+warmup_steps="auto" at EARLY_BITS (2); with bits= it has no warm-up unless one is given.
 
 With Adam or AdamW use gradagg.torch.AdamW / Adam (gradagg/torch_adam.py): the hook carries Adam's first moment as its
 momentum (momentum = beta1), and the optimizer averages each rank's own second moment over the ranks now and then
 (or, behind a warm-up, freezes the one it learnt there, as 1-bit Adam does; see that module):
 
-    state = gradagg.torch.GradaggState(bits=2, momentum=0.9)
+    state = gradagg.torch.GradaggState(momentum=0.9)   # the default width: 1 bit behind an automatic early phase
     model.register_comm_hook(state, gradagg.torch.comm_hook)
     optimizer = gradagg.torch.AdamW(model.parameters(), state, lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
 
@@ -43,6 +46,7 @@ multiplied by the loss scale, and the momentum follows it when it changes (refus
 """
 import contextlib
 import gc
+import math
 import os
 import queue
 import threading
@@ -52,8 +56,16 @@ import torch
 import torch.distributed as dist
 
 import gradagg
-from gradagg.hook_common import DEFAULT_BITS  # noqa: F401 (gradagg.torch.DEFAULT_BITS, the hook's width)
-from gradagg.hook_common import HookTraffic, checkpoint_residuals, hook_options, options_without_width
+from gradagg.hook_common import DEFAULT_BITS  # noqa: F401 (gradagg.torch.DEFAULT_BITS: FSDP2's hook's width)
+from gradagg.hook_common import HookTraffic, checkpoint_residuals, hook_options, options_without_width, width_given
+
+# The DDP hook's default where no width is given (bits=, GRADAGG_BITS): AUTO_BITS in quantization buckets of
+# AUTO_BUCKET elements (unless bucket_size= or GRADAGG_BUCKET says), behind an early phase at EARLY_BITS that
+# gradagg.torch.AdamW ends once the ranks' gradients disagree enough (torch_adam.py). On GPTs of 10.8M-85M parameters
+# it ended within 1% of DDP at 1.42-1.58 bits per element (bench/results/gpt/).
+AUTO_BITS = 1
+EARLY_BITS = 2
+AUTO_BUCKET = 256
 
 __all__ = ["Adam", "AdamW", "GradaggState", "comm_hook", "init_process_group_from_mpi", "tensors_of"]
 
@@ -74,27 +86,40 @@ def init_process_group_from_mpi(backend=None, port=29500):
 
 
 class GradaggState(HookTraffic):
-    """The hook's state: gradagg options (keyword arguments, as gradagg.Aggregator takes them; bits defaults to
-    DEFAULT_BITS here, gradagg/hook_common.py), the momentum, and one Aggregator and momentum buffer per DDP bucket."""
+    """The hook's state: gradagg options (keyword arguments, as gradagg.Aggregator takes them; without a width, the
+    default above), the momentum, the warm-up, and one Aggregator and momentum buffer per DDP bucket."""
 
-    def __init__(self, momentum=0.0, comm=None, full_precision_steps=0, warmup_steps=0, warmup_bits=32,
+    def __init__(self, momentum=0.0, comm=None, full_precision_steps=0, warmup_steps=None, warmup_bits=None,
                  check_optimizers=True, grad_scaler=None, **options):
         if not 0.0 <= momentum < 1.0:
             raise ValueError(f"gradagg.torch: momentum must be in [0, 1), not {momentum}")
         if full_precision_steps and warmup_steps:
             raise ValueError("gradagg.torch: give warmup_steps or its older name full_precision_steps, not both")
-        warmup_steps = warmup_steps or full_precision_steps
-        if warmup_steps < 0:
-            raise ValueError(f"gradagg.torch: warmup_steps must be >= 0, not {warmup_steps}")
+        automatic = not width_given(options)
+        if warmup_steps is None:
+            warmup_steps = full_precision_steps or ("auto" if automatic else 0)
+        if warmup_steps != "auto" and (isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int)
+                                       or warmup_steps < 0):
+            raise ValueError(f"gradagg.torch: warmup_steps must be 'auto' or a whole number >= 0, not "
+                             f"{warmup_steps!r}")
+        if warmup_bits is None:
+            warmup_bits = EARLY_BITS if warmup_steps == "auto" else 32
         if warmup_bits not in (1, 2, 4, 8, 32):
             raise ValueError(f"gradagg.torch: warmup_bits must be 1, 2, 4, 8 or 32, not {warmup_bits}")
+        if automatic:
+            options = dict(options, bits=AUTO_BITS)
+            if "bucket_size" not in options and not os.environ.get("GRADAGG_BUCKET"):
+                options["bucket_size"] = AUTO_BUCKET
         self.momentum = momentum
         self.comm = comm
         self.grad_scaler = grad_scaler  # AMP's loss scaler, whose scale the momentum must follow
         self.momentum_scales = {}  # bucket key -> the loss scale its momentum is in (a device scalar), with a scaler
         self._step_finite = None  # this step's buckets so far all came back finite (a device bool)
         self._step_momenta = []  # (result, momentum) of this step's buckets, committed after its last one
-        self.warmup_steps = warmup_steps
+        # "auto": the early phase lasts until end_warmup() (gradagg.torch.AdamW's call); warmup_steps counts its calls
+        # per bucket once it is known. Without such an optimizer it never ends: the hook stays at warmup_bits.
+        self.warmup = warmup_steps
+        self.warmup_steps = math.inf if warmup_steps == "auto" else warmup_steps
         self.warmup_bits = warmup_bits
         super().__init__()
         options = hook_options(options)
@@ -132,6 +157,21 @@ class GradaggState(HookTraffic):
 
     @property
     def full_precision_steps(self):  # the older name
+        return self.warmup_steps
+
+    def in_warmup(self):
+        """Whether the next step's calls still go at warmup_bits."""
+        return max(self.calls.values(), default=0) < self.warmup_steps
+
+    def end_warmup(self):
+        """Ends an automatic ("auto") early phase after the calls made so far: the next step's go at the hook's width,
+        with fresh carried error. Called between steps, at the same step on every rank (gradagg.torch.AdamW decides
+        from values identical on every rank). Returns the calls per bucket the early phase took."""
+        if self.warmup != "auto":
+            raise ValueError(f"gradagg.torch: end_warmup() ends an automatic early phase (warmup_steps='auto'); this "
+                             f"hook's warmup_steps is {self.warmup!r}")
+        if self.in_warmup():
+            self.warmup_steps = max(self.calls.values(), default=0)
         return self.warmup_steps
 
     def momentum_of(self, parameter):
@@ -188,7 +228,8 @@ class GradaggState(HookTraffic):
         return {"format": 1, "settings": self._settings(),
                 "topology": None if live is None else [live.rank, live.size, live.nodes, live.ranks_per_node],
                 "parameters": [p.numel() for p in self._parameter_list], "calls": dict(self.calls),
-                "buckets": buckets, "bytes_sent": self.bytes_sent, "float_bytes": self.float_bytes}
+                "buckets": buckets, "bytes_sent": self.bytes_sent, "float_bytes": self.float_bytes,
+                "warmup_steps": None if math.isinf(self.warmup_steps) else self.warmup_steps}
 
     def load_state_dict(self, saved):
         """Resumes from state_dict() of this rank of an earlier run: call it before the first step. That step's
@@ -203,11 +244,14 @@ class GradaggState(HookTraffic):
                              f"GradaggState's {self._settings()}")
         if self.calls:
             raise ValueError("gradagg.torch: load_state_dict must come before the first step")
+        if self.warmup == "auto":  # where the early phase ended, if it had (older checkpoints: still going)
+            taken = saved.get("warmup_steps")
+            self.warmup_steps = math.inf if taken is None else taken
         if saved["buckets"]:  # a state saved before any step owes nothing
             self._restore = saved
 
     def _settings(self):
-        return {"bits": self.bits, "momentum": self.momentum, "warmup_steps": self.warmup_steps,
+        return {"bits": self.bits, "momentum": self.momentum, "warmup_steps": self.warmup,
                 "warmup_bits": self.warmup_bits, "options": options_without_width(self.options)}
 
     def _complete(self):

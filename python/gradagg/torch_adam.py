@@ -1,6 +1,6 @@
 """Adam and AdamW for gradagg's DDP hook: 1-bit Adam's mechanism (docs/DESIGN.md, "Momentum and Adam").
 
-    state = gradagg.torch.GradaggState(bits=1, momentum=0.9)
+    state = gradagg.torch.GradaggState(momentum=0.9)   # 1 bit behind an automatic early phase at 2 bits
     model.register_comm_hook(state, gradagg.torch.comm_hook)
     optimizer = gradagg.torch.AdamW(model.parameters(), state, lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
 
@@ -20,6 +20,12 @@ what crosses the nodes:
     the average over N ranks, so sqrt(u) overstates Adam's denominator; at each synchronisation the ranks also sum
     their gradients (every 8th element, at 8 bits) and the squared norms of those, and each parameter's v is divided
     by the ratio mean ||g_rank||^2 / ||mean g_rank||^2 (between 1 and N). No step count to choose per model.
+  - **the early phase** (the hook's default, GradaggState(warmup_steps="auto")): early in training the ranks'
+    gradients agree and a 1-bit first moment trails (1 bit from the first step ended 3.7% behind DDP on a 10.8M GPT),
+    so the hook sends its first steps at warmup_bits (2) and this optimizer ends that phase at the first
+    synchronisation where the same ratio, over the whole model, says that one rank's gradient carries at most 1.5
+    times as much signal as noise (_end_early_phase). That was after 64-256 of 1200 steps on GPTs of 10.8M-85M
+    parameters, 1.42-1.58 bits per element in all; each run learns its own moment, the same on every rank.
   - **the older policy**, with variance_steps=N (or a hook warm-up, GradaggState(warmup_steps=N)): v learns from g
     during the first N steps and is frozen after them, as 1-bit Adam does. variance_steps=N keeps it with any hook.
     second_moment="synced" or "frozen" chooses either whatever the hook's warm-up: a warm-up then only sets the
@@ -65,6 +71,9 @@ _DRIFT = 4.0  # a second moment's level that moved this many times either way si
 _SPIKE = 1000.0  # one that rose this many times (its gradients' norm 30x) is the guard's event: a loss spike
 _RATIO_STRIDE = 8  # the noise ratio reads every 8th element of a parameter of at least _RATIO_MIN elements
 _RATIO_MIN = 2048
+# An automatic early phase ends where one rank's gradient carries at most this many times as much signal as noise
+# (power; bench/results/gpt/: 2 ended it too early on an 85M GPT).
+_EARLY_END_SNR = 1.5
 _log = logging.getLogger("gradagg")
 
 
@@ -135,7 +144,7 @@ class AdamW(torch.optim.Optimizer):
 
     def __init__(self, params, hook_state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False,
                  *, max_grad_norm=None, second_moment=None, variance_steps=None, variance_interval=64,
-                 variance_bits=8, max_update=None, guard=2.5):
+                 variance_bits=4, max_update=None, guard=2.5):
         if amsgrad:
             raise ValueError("gradagg.torch: amsgrad is not supported (the second moment is averaged over the ranks "
                              "now and then, so its running maximum has no role)")
@@ -164,10 +173,15 @@ class AdamW(torch.optim.Optimizer):
             raise ValueError(f"gradagg.torch: second_moment must be 'frozen', 'synced' or None, not {second_moment!r}")
         if second_moment == "synced" and variance_steps is not None:
             raise ValueError("gradagg.torch: variance_steps is the frozen second moment's; not with 'synced'")
+        automatic = getattr(hook_state, "warmup", None) == "auto"  # an early phase that this optimizer ends
         if not quantized:
             self.policy = "exact"
         elif second_moment == "frozen" or (second_moment is None and (
-                variance_steps is not None or hook_state.warmup_steps > 0)):
+                variance_steps is not None or (hook_state.warmup_steps > 0 and not automatic))):
+            if automatic and variance_steps is None:
+                raise ValueError("gradagg.torch: second_moment='frozen' behind the hook's automatic early phase "
+                                 "(warmup_steps='auto') needs variance_steps=N: the phase has no length to freeze "
+                                 "after")
             self.policy = "frozen"
             variance_steps = hook_state.warmup_steps if variance_steps is None else variance_steps
         else:
@@ -285,6 +299,7 @@ class AdamW(torch.optim.Optimizer):
                                               for g, r in zip(gradients, roots)]))
         # per parameter: sum of ||g_rank||^2, of u's elements (over ranks), ||sum of g_rank||^2, sum of (sum sqrt u)^2
         table = torch.cat([sums.view(2, count).t(), rows.to(torch.float32)], dim=1).tolist()
+        self._end_early_phase(size, [row for row, keep in zip(table, kept) if not keep])
         for p, root, keep, (norms, level, mean_square, root_square) in zip(params, roots, kept, table):
             state = self.state[p]
             ratio = (state["noise_ratio"] if keep else
@@ -295,6 +310,24 @@ class AdamW(torch.optim.Optimizer):
             state["root_shape"] = root.mul_(factor).view_as(_local(p)).to(p.dtype)
             state["shape_level"] = level / (size * correction)
             state["noise_ratio"] = ratio
+
+    def _end_early_phase(self, size, rows):
+        """A hook in an automatic early phase (GradaggState(warmup_steps="auto")) goes to its width once the ranks'
+        gradients disagree enough: the model's noise ratio R = N sum ||g_rank||^2 / ||sum g_rank||^2 over this
+        synchronisation's parameters (`rows`: their sums, as _synchronise has them) for N ranks. With a signal |G|^2
+        and a rank's noise s, R = (|G|^2 + s) / (|G|^2 + s / N); the phase ends where one rank's gradient carries at
+        most _EARLY_END_SNR times as much signal as noise, R >= N (1 + k) / (1 + k N) for k = _EARLY_END_SNR (1.25
+        for 2 ranks). Early in training the gradients agree and 1 bit trails; R is the same number on every rank, so
+        every rank switches after the same step."""
+        hook = self.hook_state
+        total = sum(row[2] for row in rows)
+        if getattr(hook, "warmup", None) != "auto" or not hook.in_warmup() or not rows or total <= 0.0:
+            return
+        ratio = sum(row[0] for row in rows) * size / total
+        if ratio >= size * (1.0 + _EARLY_END_SNR) / (1.0 + _EARLY_END_SNR * size):
+            hook.end_warmup()
+            _log.info("gradagg.torch.AdamW: step %d: noise ratio %.3g over %d ranks: the hook goes from %d to %d "
+                      "bits", self._guard["step"] + 1, ratio, size, hook.warmup_bits, hook.bits)
 
     def _levels(self, params):
         """Collective, every step: each parameter's mean u over the ranks and mean squared gradient norm (floats per

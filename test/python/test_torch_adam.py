@@ -110,14 +110,26 @@ def check_refusals(rank):
 
 
 def check_default_bits(params):
-    """The hook's width without bits=: 2 (the fewest that held at 85M), GRADAGG_BITS where set, bits= over both."""
+    """The hook's width without bits=: 1 bit in buckets of 256 behind an automatic early phase at 2 bits, which its
+    AdamW ends; GRADAGG_BITS where set (then no early phase), bits= over both."""
     default = gradagg.torch.GradaggState(momentum=0.9)
-    assert default.bits == 2, f"the hook's default width is {default.bits} bits, not 2"
+    assert (default.bits, default.warmup, default.warmup_bits) == (1, "auto", 2), (
+        f"the hook's defaults are {default.bits} bits after warmup_steps={default.warmup!r} at {default.warmup_bits}")
+    assert default.options["bucket_size"] == gradagg.torch.AUTO_BUCKET == 256, f"buckets: {default.options}"
     assert gradagg.torch.AdamW(params, default).policy == "synced", "the defaults: the synchronised second moment"
+    expect_error("frozen behind an automatic phase",
+                 lambda: gradagg.torch.AdamW(params, default, second_moment="frozen"), ["variance_steps", "auto"])
+    expect_error("warmup_steps", lambda: gradagg.torch.GradaggState(momentum=0.9, warmup_steps="soon"),
+                 ["warmup_steps", "soon"])
+    expect_error("end_warmup of a fixed warm-up",
+                 lambda: gradagg.torch.GradaggState(bits=1, warmup_steps=3).end_warmup(), ["end_warmup", "auto"])
+    explicit = gradagg.torch.GradaggState(bits=1, momentum=0.9)
+    assert explicit.warmup == 0 and "bucket_size" not in explicit.options, "bits=1 alone: no early phase"
     saved = os.environ.get("GRADAGG_BITS")
     os.environ["GRADAGG_BITS"] = "4"
     try:
-        assert gradagg.torch.GradaggState(momentum=0.9).bits == 4, "GRADAGG_BITS=4 is not the hook's width"
+        chosen = gradagg.torch.GradaggState(momentum=0.9)
+        assert (chosen.bits, chosen.warmup) == (4, 0), "GRADAGG_BITS=4 is the hook's width, with no early phase"
         assert gradagg.torch.GradaggState(bits=1, momentum=0.9).bits == 1, "bits=1 did not win over GRADAGG_BITS"
     finally:
         if saved is None:
@@ -125,6 +137,61 @@ def check_default_bits(params):
         else:
             os.environ["GRADAGG_BITS"] = saved
     close(default)
+
+
+def early_phase_run(rank, agree, steps, optimizer="adamw", hook=None):
+    """The default hook and AdamW (or SGD) for `steps` steps; with `agree` every rank draws the same data, so the
+    ranks' gradients are equal (noise ratio 1), else each its own. Returns the hook, its width per step (read from
+    the Aggregator of its first bucket) and the parameters."""
+    model, ddp = model_and_ddp()
+    hook = hook or gradagg.torch.GradaggState(momentum=0.9)
+    ddp.register_comm_hook(hook, gradagg.torch.comm_hook)
+    if optimizer == "adamw":
+        step_with = gradagg.torch.AdamW(model.parameters(), hook, lr=0.01, betas=(0.9, 0.95))
+    else:
+        step_with = torch.optim.SGD(model.parameters(), lr=0.01)
+    generator = torch.Generator().manual_seed(100 if agree else 100 + rank)
+    widths = []
+    for _ in range(steps):
+        step_with.zero_grad()
+        targets = 10.0 * torch.randn(16, 4, generator=generator)  # ranks apart: noise far over the signal
+        (ddp(torch.randn(16, 8, generator=generator)) - targets).square().mean().backward()
+        early = any(key[-1] == "warmup" for key in hook.aggregators)  # closed at the first call after the phase
+        widths.append(hook.warmup_bits if early else hook.bits)
+        step_with.step()
+    return hook, widths, [p.detach().clone() for p in model.parameters()]
+
+
+def check_early_phase(rank, size):
+    """The automatic early phase: while the ranks' gradients agree (noise ratio 1) it goes on at 2 bits; where each
+    rank draws its own data the first averaging (step 1) measures a ratio of about 2 and the hook sends 1 bit from
+    step 2, on every rank alike; SGD never ends it; a checkpoint carries where it ended."""
+    nodes = gradagg.Aggregator(bits=1).nodes
+    if nodes < 2:
+        return  # one node: nothing crosses nodes, the widths are not the hook's to show
+    hook, widths, _ = early_phase_run(rank, agree=True, steps=6)
+    assert widths == [2] * 6 and hook.in_warmup(), f"ranks in agreement: widths {widths}, not 2 bits throughout"
+    two_bits = hook.bits_per_element()  # the averagings of the second moment included, as below
+    close(hook)
+    hook, widths, params = early_phase_run(rank, agree=False, steps=6)
+    assert widths == [2] + [1] * 5 and hook.warmup_steps == 1, (
+        f"ranks apart: widths {widths} (early phase {hook.warmup_steps} steps), not 2 bits then 1 from step 2")
+    assert hook.bits_per_element() < two_bits, (
+        f"{hook.bits_per_element()} bits per element after the switch, not fewer than 2 bits' {two_bits}")
+    gathered = [torch.zeros(sum(p.numel() for p in params)) for _ in range(size)]
+    torch.distributed.all_gather(gathered, torch.cat([p.flatten() for p in params]))
+    assert all(torch.equal(gathered[0], g) for g in gathered), "the ranks' parameters differ after the switch"
+    saved = hook.state_dict()
+    assert saved["warmup_steps"] == 1, f"the checkpoint says the early phase took {saved['warmup_steps']} steps"
+    close(hook)
+    resumed = gradagg.torch.GradaggState(momentum=0.9)
+    resumed.load_state_dict(saved)
+    resumed, widths, _ = early_phase_run(rank, agree=True, steps=2, hook=resumed)
+    assert widths == [1, 1], f"a hook resumed after its early phase sent at widths {widths}, not 1 bit"
+    close(resumed)
+    hook, widths, _ = early_phase_run(rank, agree=False, steps=3, optimizer="sgd")
+    assert widths == [2] * 3 and hook.in_warmup(), f"behind SGD the early phase must go on: widths {widths}"
+    close(hook)
 
 
 def check_warmup_and_bits(rank, size):
@@ -383,6 +450,7 @@ def main():
         ("same as torch", lambda rank, size: check_same_as_torch(rank)),
         ("refusals", lambda rank, size: check_refusals(rank)),
         ("warm-up and bits", check_warmup_and_bits),
+        ("automatic early phase", check_early_phase),
         ("frozen steps", lambda rank, size: check_frozen_steps(rank)),
         ("bounded step", lambda rank, size: check_bounded_step(rank)),
         ("synchronised second moment", check_synchronised),

@@ -3,7 +3,7 @@ line: DDP's own allreduce, PyTorch's bf16-compression or PowerSGD hook, or grada
 gradagg.torch.AdamW, 1-bit Adam's mechanism, or torch's AdamW).
 
     mpirun -np 2 python3 examples/pytorch/train_gpt.py --exchange ddp
-    mpirun -np 2 python3 examples/pytorch/train_gpt.py --exchange gradagg   # 2 bits, no warm-up: the defaults
+    mpirun -np 2 python3 examples/pytorch/train_gpt.py --exchange gradagg   # the hook's defaults
     mpirun -np 4 python3 examples/pytorch/train_gpt.py --shard 2            # FSDP2 over each node's 2 ranks
 
 With --shard N (PyTorch 2.8+, mpi4py) the model is sharded with FSDP2 over each N consecutive ranks (a node) instead
@@ -124,7 +124,8 @@ def parse_args(argv=None):
         parser.error("--lr must be > 0; --lr-warmup and --clip >= 0")
     if any(value is not None and value <= 0 for value in (args.target_loss, args.time_limit)):
         parser.error("--target-loss and --time-limit must be > 0")
-    unsharded = (args.optimizer != "gradagg" or args.warmup_steps is not None or args.second_moment is not None or
+    unsharded = (args.optimizer != "gradagg" or args.warmup_steps is not None or args.warmup_bits is not None or
+                 args.second_moment is not None or
                  args.variance_steps is not None)  # what the FSDP2 path does not take
     if args.shard < 0 or (args.shard and (args.exchange not in ("gradagg", "ddp", "bf16") or
                                           (args.exchange == "gradagg" and unsharded))):
@@ -225,20 +226,22 @@ def bytes_per_step(args, model, steps, size, state):
     return ring * 4 * (whole * elements + (steps - whole) * compressed) / steps
 
 
-def label_of(args):
+def label_of(args, state):
     if args.label:
         return args.label
     if args.shard:
-        width = args.bits or gradagg.torch.DEFAULT_BITS
-        return (f"FSDP2 over {args.shard}, gradagg {width} bit, gradagg AdamW" if args.exchange == "gradagg" else
+        return (f"FSDP2 over {args.shard}, gradagg {state.bits} bit, gradagg AdamW" if args.exchange == "gradagg" else
                 f"HSDP (FSDP2 over {args.shard}{', bf16 reduction' if args.exchange == 'bf16' else ''})")
     if args.exchange == "gradagg":
-        if args.bits is None and args.warmup_steps in (None, "auto"):
-            return f"gradagg defaults (1 bit after an automatic early phase), {args.optimizer} AdamW"
-        warmup = f", {args.warmup_steps} steps at {args.warmup_bits or 32} bits" if args.warmup_steps else ""
-        if args.optimizer == "gradagg" and (args.second_moment == "synced" or not args.warmup_steps):
+        if state.warmup == "auto":
+            warmup = f" after an automatic early phase at {state.warmup_bits} bits"
+            if args.optimizer != "gradagg":
+                warmup += " (which only gradagg's AdamW ends)"
+        else:
+            warmup = f", {state.warmup_steps} steps at {state.warmup_bits} bits" if state.warmup_steps else ""
+        if args.optimizer == "gradagg" and (args.second_moment == "synced" or state.warmup in (0, "auto")):
             warmup += ", synchronised second moment"
-        return f"gradagg {args.bits} bit{warmup}, {args.optimizer} AdamW"
+        return f"gradagg {state.bits} bit{warmup}, {args.optimizer} AdamW"
     if args.exchange == "powersgd":
         return f"PowerSGD rank {args.powersgd_rank} from step {args.powersgd_start}"
     return {"ddp": "DDP allreduce", "bf16": "DDP bf16 compression"}[args.exchange]
@@ -246,9 +249,7 @@ def label_of(args):
 
 def early_phase_steps(state):
     """The steps of the hook's automatic early phase, once it has ended (None: none, or not ended)."""
-    if getattr(state, "warmup", None) != "auto" or state.in_warmup():
-        return None
-    return state.warmup_steps
+    return getattr(state, "early_steps", None)
 
 
 def main(argv=None):
@@ -380,7 +381,7 @@ def main(argv=None):
                 break
     steps_run = rows[-1]["step"]  # the last step evaluates, so the last row is where the run stopped
     if rank == 0:
-        label = label_of(args)
+        label = label_of(args, state)
         parameters = sum(p.numel() for p in model.parameters())
         if args.csv:
             new = not os.path.exists(args.csv)

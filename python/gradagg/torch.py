@@ -25,7 +25,8 @@ has), then switches to the options' bit width with fresh carried error. full_pre
 warmup_steps. warmup_steps="auto" (warmup_bits default 2) lasts until gradagg.torch.AdamW ends it (end_warmup), once
 the ranks' gradients are noisy enough (gradagg/torch_adam.py); behind another optimizer it never ends. Without a width
 (bits=, GRADAGG_BITS) the hook runs its default: AUTO_BITS (1) in quantization buckets of AUTO_BUCKET (256) behind
-warmup_steps="auto" at EARLY_BITS (2); with bits= it has no warm-up unless one is given.
+warmup_steps="auto" at EARLY_BITS (2); with bits= it has no warm-up unless one is given, and warmup_steps=N without a
+width keeps DEFAULT_BITS (2) after it. "auto" needs warmup_bits above the width.
 
 With Adam or AdamW use gradagg.torch.AdamW / Adam (gradagg/torch_adam.py): the hook carries Adam's first moment as its
 momentum (momentum = beta1), and the optimizer averages each rank's own second moment over the ranks now and then
@@ -95,9 +96,10 @@ class GradaggState(HookTraffic):
             raise ValueError(f"gradagg.torch: momentum must be in [0, 1), not {momentum}")
         if full_precision_steps and warmup_steps:
             raise ValueError("gradagg.torch: give warmup_steps or its older name full_precision_steps, not both")
-        automatic = not width_given(options)
-        if warmup_steps is None:
-            warmup_steps = full_precision_steps or ("auto" if automatic else 0)
+        if full_precision_steps:
+            warmup_steps = full_precision_steps
+        elif warmup_steps is None:
+            warmup_steps = "auto" if not width_given(options) else 0
         if warmup_steps != "auto" and (isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int)
                                        or warmup_steps < 0):
             raise ValueError(f"gradagg.torch: warmup_steps must be 'auto' or a whole number >= 0, not "
@@ -106,7 +108,7 @@ class GradaggState(HookTraffic):
             warmup_bits = EARLY_BITS if warmup_steps == "auto" else 32
         if warmup_bits not in (1, 2, 4, 8, 32):
             raise ValueError(f"gradagg.torch: warmup_bits must be 1, 2, 4, 8 or 32, not {warmup_bits}")
-        if automatic:
+        if warmup_steps == "auto" and not width_given(options):  # the default: AUTO_BITS behind the early phase
             options = dict(options, bits=AUTO_BITS)
             if "bucket_size" not in options and not os.environ.get("GRADAGG_BUCKET"):
                 options["bucket_size"] = AUTO_BUCKET
@@ -116,14 +118,18 @@ class GradaggState(HookTraffic):
         self.momentum_scales = {}  # bucket key -> the loss scale its momentum is in (a device scalar), with a scaler
         self._step_finite = None  # this step's buckets so far all came back finite (a device bool)
         self._step_momenta = []  # (result, momentum) of this step's buckets, committed after its last one
-        # "auto": the early phase lasts until end_warmup() (gradagg.torch.AdamW's call); warmup_steps counts its calls
-        # per bucket once it is known. Without such an optimizer it never ends: the hook stays at warmup_bits.
+        # "auto": the early phase lasts until end_warmup() (gradagg.torch.AdamW's call; early_steps then says after
+        # how many steps). Without such an optimizer it never ends: the hook stays at warmup_bits.
         self.warmup = warmup_steps
         self.warmup_steps = math.inf if warmup_steps == "auto" else warmup_steps
         self.warmup_bits = warmup_bits
+        self.early_steps = None
         super().__init__()
         options = hook_options(options)
         self.bits = gradagg.options.make_options(options).bits  # the library's rule: defaults, GRADAGG_*, these
+        if warmup_steps == "auto" and not self.bits < warmup_bits:
+            raise ValueError(f"gradagg.torch: warmup_steps='auto' sends warmup_bits ({warmup_bits}) until the "
+                             f"optimizer goes to the width, which must be fewer bits: the width is {self.bits}")
         self.options = options
         self.aggregators = {}
         self.momenta = {}
@@ -159,43 +165,47 @@ class GradaggState(HookTraffic):
     def full_precision_steps(self):  # the older name
         return self.warmup_steps
 
+    def _early(self, calls):
+        """Whether a bucket's call number `calls` goes at warmup_bits."""
+        return self.early_steps is None if self.warmup == "auto" else calls <= self.warmup_steps
+
     def in_warmup(self):
         """Whether the next step's calls still go at warmup_bits."""
-        return max(self.calls.values(), default=0) < self.warmup_steps
+        calls = (self._restore or {}).get("calls") or self.calls  # a loaded checkpoint's, before its first step
+        return self._early(max(calls.values(), default=0) + 1)
 
     def end_warmup(self):
-        """Ends an automatic ("auto") early phase after the calls made so far: the next step's go at the hook's width,
-        with fresh carried error. Called between steps, at the same step on every rank (gradagg.torch.AdamW decides
-        from values identical on every rank). Returns the calls per bucket the early phase took."""
+        """Ends an automatic ("auto") early phase after the steps made so far: every bucket's next call goes at the
+        hook's width, with fresh carried error. Called between steps, after the same step on every rank
+        (gradagg.torch.AdamW decides from values identical on every rank). Returns the steps the phase took."""
         if self.warmup != "auto":
             raise ValueError(f"gradagg.torch: end_warmup() ends an automatic early phase (warmup_steps='auto'); this "
                              f"hook's warmup_steps is {self.warmup!r}")
-        if self.in_warmup():
-            self.warmup_steps = max(self.calls.values(), default=0)
-        return self.warmup_steps
+        if self.early_steps is None:
+            self.early_steps = max(self.calls.values(), default=0)
+        return self.early_steps
 
     def momentum_of(self, parameter):
         """The hook's momentum for `parameter` (a view of its bucket's), or None: what the next step adds to."""
         return self.momentum_views.get(parameter)
 
     def aggregator(self, key):
-        """The bucket's Aggregator for this call: warmup_bits for its first warmup_steps calls, then the options'
-        (whose carried error starts fresh there). Calls are counted per bucket index, so DDP's rebuild of its buckets
-        after the first iteration does not restart the warm-up."""
+        """The bucket's Aggregator for this call: warmup_bits for its first warmup_steps calls (with "auto", until
+        end_warmup()), then the options' (whose carried error starts fresh there). Calls are counted per bucket
+        index, so DDP's rebuild of its buckets after the first iteration does not restart the warm-up."""
         index = key[0]
         calls = self.calls[index] = self.calls.get(index, 0) + 1
         if self.keys.get(index, key) != key:
             self._retire(self.keys[index])
         self.keys[index] = key
-        if calls <= self.warmup_steps:
+        if self._early(calls):
             key, options = key + ("warmup",), dict(self.options, bits=self.warmup_bits)
         else:
             options = self.options
             # The warm-up is over: its Aggregator is closed now, in step on every rank, not whenever it is collected.
-            if calls == self.warmup_steps + 1:
-                warmup = self.aggregators.pop(key + ("warmup",), None)
-                if warmup is not None:
-                    warmup.close()
+            warmup = self.aggregators.pop(key + ("warmup",), None)
+            if warmup is not None:
+                warmup.close()
         if key not in self.aggregators:  # collective: DDP hands buckets over in the same order on every rank
             self.aggregators[key] = gradagg.Aggregator(comm=self.comm, **options)
             self.world_size = self.aggregators[key].size
@@ -229,7 +239,7 @@ class GradaggState(HookTraffic):
                 "topology": None if live is None else [live.rank, live.size, live.nodes, live.ranks_per_node],
                 "parameters": [p.numel() for p in self._parameter_list], "calls": dict(self.calls),
                 "buckets": buckets, "bytes_sent": self.bytes_sent, "float_bytes": self.float_bytes,
-                "warmup_steps": None if math.isinf(self.warmup_steps) else self.warmup_steps}
+                "early_steps": self.early_steps}
 
     def load_state_dict(self, saved):
         """Resumes from state_dict() of this rank of an earlier run: call it before the first step. That step's
@@ -241,12 +251,12 @@ class GradaggState(HookTraffic):
             raise ValueError("gradagg.torch: load_state_dict takes what GradaggState.state_dict() returned")
         if saved["settings"] != self._settings():
             raise ValueError(f"gradagg.torch: the checkpoint's hook settings {saved['settings']} are not this "
-                             f"GradaggState's {self._settings()}")
+                             f"GradaggState's {self._settings()} (the hook's default width and warm-up changed "
+                             "once: a checkpoint of GradaggState() made before then resumes with bits=2)")
         if self.calls:
             raise ValueError("gradagg.torch: load_state_dict must come before the first step")
-        if self.warmup == "auto":  # where the early phase ended, if it had (older checkpoints: still going)
-            taken = saved.get("warmup_steps")
-            self.warmup_steps = math.inf if taken is None else taken
+        if self.warmup == "auto":  # after how many steps the early phase ended (None: saved while it went on)
+            self.early_steps = saved.get("early_steps")
         if saved["buckets"]:  # a state saved before any step owes nothing
             self._restore = saved
 
@@ -422,7 +432,7 @@ def _resume(state):
                              f"{saved['topology'][1]} ({saved['topology'][2]} node(s) of {saved['topology'][3]}); this "
                              f"is rank {topology[0]} of {topology[1]} ({topology[2]} node(s) of {topology[3]}). The "
                              "carried error belongs to one place in one topology: resume on the same one.")
-        warmup = state.calls[entry["index"]] <= state.warmup_steps
+        warmup = state._early(state.calls[entry["index"]])
         if entry["residuals"] is not None and entry["aggregator"] == ("warmup" if warmup else "main"):
             aggregator.import_residuals({name: value.numpy() if torch.is_tensor(value) else value
                                          for name, value in entry["residuals"].items()})

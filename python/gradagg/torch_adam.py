@@ -178,10 +178,10 @@ class AdamW(torch.optim.Optimizer):
             self.policy = "exact"
         elif second_moment == "frozen" or (second_moment is None and (
                 variance_steps is not None or (hook_state.warmup_steps > 0 and not automatic))):
-            if automatic and variance_steps is None:
-                raise ValueError("gradagg.torch: second_moment='frozen' behind the hook's automatic early phase "
-                                 "(warmup_steps='auto') needs variance_steps=N: the phase has no length to freeze "
-                                 "after")
+            if automatic:
+                raise ValueError("gradagg.torch: the hook's automatic early phase (warmup_steps='auto') is ended by "
+                                 "the synchronised second moment, not a frozen one (second_moment='frozen' or "
+                                 "variance_steps=N): give the hook warmup_steps=N for that")
             self.policy = "frozen"
             variance_steps = hook_state.warmup_steps if variance_steps is None else variance_steps
         else:
@@ -299,7 +299,8 @@ class AdamW(torch.optim.Optimizer):
                                               for g, r in zip(gradients, roots)]))
         # per parameter: sum of ||g_rank||^2, of u's elements (over ranks), ||sum of g_rank||^2, sum of (sum sqrt u)^2
         table = torch.cat([sums.view(2, count).t(), rows.to(torch.float32)], dim=1).tolist()
-        self._end_early_phase(size, [row for row, keep in zip(table, kept) if not keep])
+        if not any(kept):  # every parameter's gradient is in: the whole model's ratio
+            self._end_early_phase(size, table)
         for p, root, keep, (norms, level, mean_square, root_square) in zip(params, roots, kept, table):
             state = self.state[p]
             ratio = (state["noise_ratio"] if keep else
@@ -314,7 +315,7 @@ class AdamW(torch.optim.Optimizer):
     def _end_early_phase(self, size, rows):
         """A hook in an automatic early phase (GradaggState(warmup_steps="auto")) goes to its width once the ranks'
         gradients disagree enough: the model's noise ratio R = N sum ||g_rank||^2 / ||sum g_rank||^2 over this
-        synchronisation's parameters (`rows`: their sums, as _synchronise has them) for N ranks. With a signal |G|^2
+        model's parameters (`rows`: their sums, as _synchronise has them) for N ranks. With a signal |G|^2
         and a rank's noise s, R = (|G|^2 + s) / (|G|^2 + s / N); the phase ends where one rank's gradient carries at
         most _EARLY_END_SNR times as much signal as noise, R >= N (1 + k) / (1 + k N) for k = _EARLY_END_SNR (1.25
         for 2 ranks). Early in training the gradients agree and 1 bit trails; R is the same number on every rank, so
@@ -416,7 +417,8 @@ class AdamW(torch.optim.Optimizer):
 
     def state_dict(self):
         saved = super().state_dict()
-        saved["gradagg"] = {"guard": dict(self._guard), "events": list(self.events), "policy": self.policy}
+        saved["gradagg"] = {"guard": dict(self._guard), "events": list(self.events), "policy": self.policy,
+                            "variance_bits": self.variance_bits}
         return saved
 
     def load_state_dict(self, state_dict):
@@ -425,6 +427,10 @@ class AdamW(torch.optim.Optimizer):
         if ours is not None and ours["policy"] != self.policy:
             raise ValueError(f"gradagg.torch: the checkpoint's second-moment policy is {ours['policy']!r}, this "
                              f"optimizer's {self.policy!r} (the hook's bits, warm-up or variance_steps differ)")
+        if ours is not None and ours.get("variance_bits", self.variance_bits) != self.variance_bits:
+            raise ValueError(f"gradagg.torch: the checkpoint averaged the second moment at {ours['variance_bits']} "
+                             f"bits, this optimizer at {self.variance_bits} (variance_bits, whose default was 8 "
+                             "before it was 4): give the saved one")
         self._frozen.clear()
         super().load_state_dict(state_dict)
         self._groups = {p: group for group in self.param_groups for p in group["params"]}

@@ -3,8 +3,10 @@
   1. at 32 bits they are torch's AdamW (with clip_grad_norm_ before it) and Adam (weight decay as L2) over DDP's
      allreduce: the same parameters after 6 steps, to float rounding, through DDP's bucket rebuild;
   2. the pairings that would train wrong are refused with a message: amsgrad, beta1 other than the hook's momentum,
-     torch's AdamW behind a 1-bit hook, a momentum in both hook and optimizer, settings out of range; the hook's
-     width is 2 bits unless bits= or GRADAGG_BITS says otherwise, and its AdamW then synchronises the second moment;
+     torch's AdamW behind a 1-bit hook, a momentum in both hook and optimizer, settings out of range, a frozen
+     second moment or an early phase at no more bits behind the automatic early phase; without bits= or
+     GRADAGG_BITS the hook sends 1 bit in buckets of 256 behind that phase, and its AdamW synchronises the second
+     moment;
   3. the warm-up's second moment is frozen after it, and bits_per_element counts the warm-up: 2 steps at 32 bits
      and 2 at 1 bit, between 2 nodes, average between 1 and 32 bits;
   4. every step is Adam's formula with the second moment frozen after the warm-up and the step bounded by Adam's own
@@ -18,7 +20,10 @@
   7. the hook's first step warns of nothing (its heap search read torch's deprecated reduce_op); on PyTorch 2 it
      searches no heap at all (optimizers are checked before their first step) and still refuses torch's AdamW
      behind a 1-bit hook, also one that steps only a later bucket's parameters;
-  8. a parameter whose first gradient comes at a step that does not average is averaged then.
+  8. a parameter whose first gradient comes at a step that does not average is averaged then;
+  9. the automatic early phase: 2 bits while the ranks' gradients agree, 1 bit in every bucket from the step after
+     the first averaging that finds them noisy (a noise ratio of 1.25 on 2 ranks, not 1.249), alike on every rank;
+     never behind SGD; a checkpoint resumes it during and after the phase.
 
   mpirun -np 2 python3 test_torch_adam.py     (GRADAGG_RANKS_PER_NODE=1 makes the 2 ranks 2 nodes)
 Prints "python_torch_adam_test: PASS" on rank 0 when every rank passed.
@@ -37,10 +42,10 @@ import gradagg.torch
 import torch_checks
 
 
-def model_and_ddp(hidden=32):
+def model_and_ddp(hidden=32, bucket_cap_mb=0.001):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 4))
-    return model, torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.001)  # several buckets
+    return model, torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
 
 
 def train(rank, make_optimizer, hook=None, clip=None, steps=6):
@@ -118,13 +123,23 @@ def check_default_bits(params):
     assert default.options["bucket_size"] == gradagg.torch.AUTO_BUCKET == 256, f"buckets: {default.options}"
     assert gradagg.torch.AdamW(params, default).policy == "synced", "the defaults: the synchronised second moment"
     expect_error("frozen behind an automatic phase",
-                 lambda: gradagg.torch.AdamW(params, default, second_moment="frozen"), ["variance_steps", "auto"])
+                 lambda: gradagg.torch.AdamW(params, default, second_moment="frozen"), ["frozen", "auto"])
+    expect_error("variance_steps behind an automatic phase",
+                 lambda: gradagg.torch.AdamW(params, default, variance_steps=2), ["variance_steps", "auto"])
     expect_error("warmup_steps", lambda: gradagg.torch.GradaggState(momentum=0.9, warmup_steps="soon"),
                  ["warmup_steps", "soon"])
+    for bits in (2, 32):
+        expect_error(f"an automatic phase at {bits} bits",
+                     lambda: gradagg.torch.GradaggState(bits=bits, momentum=0.9, warmup_steps="auto"),
+                     ["warmup_bits", "fewer"])
     expect_error("end_warmup of a fixed warm-up",
                  lambda: gradagg.torch.GradaggState(bits=1, warmup_steps=3).end_warmup(), ["end_warmup", "auto"])
     explicit = gradagg.torch.GradaggState(bits=1, momentum=0.9)
     assert explicit.warmup == 0 and "bucket_size" not in explicit.options, "bits=1 alone: no early phase"
+    fixed = gradagg.torch.GradaggState(momentum=0.9, warmup_steps=0)
+    assert (fixed.bits, fixed.warmup) == (2, 0) and "bucket_size" not in fixed.options, (
+        "warmup_steps=0 without a width: 2 bits (DEFAULT_BITS), as before the automatic phase")
+    assert gradagg.torch.GradaggState(momentum=0.9, full_precision_steps=5, warmup_steps=0).warmup_steps == 5
     saved = os.environ.get("GRADAGG_BITS")
     os.environ["GRADAGG_BITS"] = "4"
     try:
@@ -140,10 +155,12 @@ def check_default_bits(params):
 
 
 def early_phase_run(rank, agree, steps, optimizer="adamw", hook=None):
-    """The default hook and AdamW (or SGD) for `steps` steps; with `agree` every rank draws the same data, so the
-    ranks' gradients are equal (noise ratio 1), else each its own. Returns the hook, its width per step (read from
-    the Aggregator of its first bucket) and the parameters."""
-    model, ddp = model_and_ddp()
+    """The default hook and AdamW (or SGD) for `steps` steps on a model of 3.6 MB that DDP's rebuild after its first
+    step cuts into buckets of 1 MB (a bucket index first met at step 2); with `agree` every rank draws the same data,
+    so the ranks' gradients are equal (noise ratio 1), else each its own, the noise far over the signal. Returns the
+    hook, the width its calls of each step went at (an early phase's Aggregator is closed at the bucket's first call
+    after it; "mixed" where buckets differ) and the parameters."""
+    model, ddp = model_and_ddp(hidden=70000, bucket_cap_mb=1.0)
     hook = hook or gradagg.torch.GradaggState(momentum=0.9)
     ddp.register_comm_hook(hook, gradagg.torch.comm_hook)
     if optimizer == "adamw":
@@ -154,44 +171,64 @@ def early_phase_run(rank, agree, steps, optimizer="adamw", hook=None):
     widths = []
     for _ in range(steps):
         step_with.zero_grad()
-        targets = 10.0 * torch.randn(16, 4, generator=generator)  # ranks apart: noise far over the signal
+        targets = 10.0 * torch.randn(16, 4, generator=generator)
         (ddp(torch.randn(16, 8, generator=generator)) - targets).square().mean().backward()
-        early = any(key[-1] == "warmup" for key in hook.aggregators)  # closed at the first call after the phase
-        widths.append(hook.warmup_bits if early else hook.bits)
+        early = [key[-1] == "warmup" for key in hook.aggregators]
+        widths.append(hook.warmup_bits if all(early) else hook.bits if not any(early) else "mixed")
         step_with.step()
     return hook, widths, [p.detach().clone() for p in model.parameters()]
 
 
 def check_early_phase(rank, size):
     """The automatic early phase: while the ranks' gradients agree (noise ratio 1) it goes on at 2 bits; where each
-    rank draws its own data the first averaging (step 1) measures a ratio of about 2 and the hook sends 1 bit from
-    step 2, on every rank alike; SGD never ends it; a checkpoint carries where it ended."""
+    rank draws its own data the first averaging (step 1) measures a ratio of about 2 and every bucket sends 1 bit
+    from step 2 (also the one DDP's rebuild makes then), on every rank alike; it ends at a ratio of 1.25 on 2 ranks and
+    not below; SGD never ends it; a checkpoint carries whether and where it ended."""
     nodes = gradagg.Aggregator(bits=1).nodes
-    if nodes < 2:
-        return  # one node: nothing crosses nodes, the widths are not the hook's to show
     hook, widths, _ = early_phase_run(rank, agree=True, steps=6)
     assert widths == [2] * 6 and hook.in_warmup(), f"ranks in agreement: widths {widths}, not 2 bits throughout"
+    assert len(hook.calls) > 1, f"DDP made {len(hook.calls)} bucket(s), not several"
     two_bits = hook.bits_per_element()  # the averagings of the second moment included, as below
+    during = hook.state_dict()
     close(hook)
+    resumed, widths, _ = early_phase_run(rank, agree=True, steps=2, hook=load(during))
+    assert widths == [2, 2] and resumed.in_warmup(), f"a hook resumed in its early phase sent at widths {widths}"
+    close(resumed)
     hook, widths, params = early_phase_run(rank, agree=False, steps=6)
-    assert widths == [2] + [1] * 5 and hook.warmup_steps == 1, (
-        f"ranks apart: widths {widths} (early phase {hook.warmup_steps} steps), not 2 bits then 1 from step 2")
-    assert hook.bits_per_element() < two_bits, (
-        f"{hook.bits_per_element()} bits per element after the switch, not fewer than 2 bits' {two_bits}")
+    assert widths == [2] + [1] * 5 and hook.early_steps == 1, (
+        f"ranks apart: widths {widths} (early phase {hook.early_steps} steps), not 2 bits then 1 from step 2")
+    if nodes > 1:
+        assert hook.bits_per_element() < two_bits, (
+            f"{hook.bits_per_element()} bits per element after the switch, not fewer than 2 bits' {two_bits}")
     gathered = [torch.zeros(sum(p.numel() for p in params)) for _ in range(size)]
     torch.distributed.all_gather(gathered, torch.cat([p.flatten() for p in params]))
     assert all(torch.equal(gathered[0], g) for g in gathered), "the ranks' parameters differ after the switch"
-    saved = hook.state_dict()
-    assert saved["warmup_steps"] == 1, f"the checkpoint says the early phase took {saved['warmup_steps']} steps"
+    after = hook.state_dict()
+    assert after["early_steps"] == 1, f"the checkpoint says the early phase took {after['early_steps']} steps"
     close(hook)
-    resumed = gradagg.torch.GradaggState(momentum=0.9)
-    resumed.load_state_dict(saved)
-    resumed, widths, _ = early_phase_run(rank, agree=True, steps=2, hook=resumed)
+    resumed, widths, _ = early_phase_run(rank, agree=True, steps=2, hook=load(after))
     assert widths == [1, 1], f"a hook resumed after its early phase sent at widths {widths}, not 1 bit"
     close(resumed)
     hook, widths, _ = early_phase_run(rank, agree=False, steps=3, optimizer="sgd")
     assert widths == [2] * 3 and hook.in_warmup(), f"behind SGD the early phase must go on: widths {widths}"
     close(hook)
+    check_early_threshold()
+
+
+def load(saved):
+    hook = gradagg.torch.GradaggState(momentum=0.9)
+    hook.load_state_dict(saved)
+    return hook
+
+
+def check_early_threshold():
+    """The phase ends where the model's noise ratio N sum ||g_rank||^2 / ||sum g_rank||^2 reaches 1.25 on 2 ranks:
+    rows as _synchronise makes them (sum of ||g_rank||^2, level, ||sum g_rank||^2, root square) just under and at it."""
+    for ratio, ends in ((1.249, False), (1.25, True)):
+        hook = gradagg.torch.GradaggState(momentum=0.9)
+        optimizer = gradagg.torch.AdamW(list(model_and_ddp()[0].parameters()), hook)
+        optimizer._end_early_phase(2, [[ratio * 3.0, 1.0, 4.0, 1.0], [ratio * 1.0, 1.0, 4.0, 1.0]])
+        assert hook.in_warmup() != ends, f"noise ratio {ratio} on 2 ranks: the early phase ended {not ends}"
 
 
 def check_warmup_and_bits(rank, size):

@@ -29,9 +29,9 @@ part; with momentum or gradagg.torch.AdamW every trainable parameter of a module
 The width: `bits=`, else GRADAGG_BITS, else gradagg.torch.DEFAULT_BITS (2; no early phase, unlike the DDP hook's
 default). A shard whose sum is not finite (an AMP overflow) comes back non-finite, and that step moves no module's
 momentum (AMP's GradScaler itself is not supported here yet: bf16 autocast needs none). The communicator is mpi4py's
-(`comm=`, or MPI_COMM_WORLD), its consecutive groups of `shard_size` ranks the nodes. HSDP (a 2-D mesh) is refused: FSDP2 would run its own all-reduce
-between the nodes before the hook. Checkpoints: each rank saves its own state_dict() of this state and of the
-optimizer (gradagg.torch.AdamW's state is the rank's local shards) with torch.save.
+(`comm=`, or MPI_COMM_WORLD), its consecutive groups of `shard_size` ranks the nodes. HSDP (a 2-D mesh) is refused:
+FSDP2 would run its own all-reduce between the nodes before the hook. Checkpoints: each rank saves its own state_dict()
+of this state and of the optimizer (gradagg.torch.AdamW's state is the rank's local shards) with torch.save.
 """
 import torch
 

@@ -247,11 +247,6 @@ def label_of(args, state):
     return {"ddp": "DDP allreduce", "bf16": "DDP bf16 compression"}[args.exchange]
 
 
-def early_phase_steps(state):
-    """The steps of the hook's automatic early phase, once it has ended (None: none, or not ended)."""
-    return getattr(state, "early_steps", None)
-
-
 def main(argv=None):
     args = parse_args(argv)
     gradagg.torch.init_process_group_from_mpi(backend=args.backend)
@@ -295,8 +290,8 @@ def main(argv=None):
     state = None
     clip_in_optimizer = False
     bucket = {} if args.bucket_size is None else {"bucket_size": args.bucket_size}
+    width = {} if args.bits is None else {"bits": args.bits}  # none: the hook's default
     if args.exchange == "gradagg" and args.shard:
-        width = {} if args.bits is None else {"bits": args.bits}
         state = gradagg.torch.FSDPGradaggState(args.shard, momentum=args.beta1, **width, **bucket).attach(model)
         optimizer = gradagg.torch.AdamW(groups, state, lr=args.lr, betas=betas, max_grad_norm=args.clip or None,
                                         variance_interval=args.variance_interval, variance_bits=args.variance_bits,
@@ -304,7 +299,6 @@ def main(argv=None):
         clip_in_optimizer = True
     elif args.exchange == "gradagg":
         paired = args.optimizer == "gradagg"
-        width = {} if args.bits is None else {"bits": args.bits}
         state = gradagg.torch.GradaggState(momentum=args.beta1 if paired else 0.0, warmup_steps=args.warmup_steps,
                                            warmup_bits=args.warmup_bits, check_optimizers=not args.unchecked,
                                            **width, **bucket)
@@ -398,7 +392,7 @@ def main(argv=None):
                    "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
                    "torch": torch.__version__, "args": vars(args), "rows": rows,
                    "guard_events": getattr(optimizer, "events", []),
-                   "early_phase_steps": early_phase_steps(state)}
+                   "early_phase_steps": getattr(state, "early_steps", None)}  # None: none, or not ended
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(summary, f, indent=1)

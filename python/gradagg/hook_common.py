@@ -16,10 +16,9 @@ def width_given(options):
     return "bits" in options or bool(os.environ.get("GRADAGG_BITS"))
 
 
-def hook_options(options, default_bits=DEFAULT_BITS):
-    """A hook's Aggregator options: `options`, with `default_bits` where neither they nor GRADAGG_BITS give a
-    width."""
-    return dict(options) if width_given(options) else dict(options, bits=default_bits)
+def hook_options(options):
+    """A hook's Aggregator options: `options`, with DEFAULT_BITS where neither they nor GRADAGG_BITS give a width."""
+    return dict(options) if width_given(options) else dict(options, bits=DEFAULT_BITS)
 
 
 class HookTraffic:

@@ -96,10 +96,11 @@ class GradaggState(HookTraffic):
             raise ValueError(f"gradagg.torch: momentum must be in [0, 1), not {momentum}")
         if full_precision_steps and warmup_steps:
             raise ValueError("gradagg.torch: give warmup_steps or its older name full_precision_steps, not both")
+        default_width = not width_given(options)
         if full_precision_steps:
             warmup_steps = full_precision_steps
         elif warmup_steps is None:
-            warmup_steps = "auto" if not width_given(options) else 0
+            warmup_steps = "auto" if default_width else 0
         if warmup_steps != "auto" and (isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int)
                                        or warmup_steps < 0):
             raise ValueError(f"gradagg.torch: warmup_steps must be 'auto' or a whole number >= 0, not "
@@ -108,7 +109,7 @@ class GradaggState(HookTraffic):
             warmup_bits = EARLY_BITS if warmup_steps == "auto" else 32
         if warmup_bits not in (1, 2, 4, 8, 32):
             raise ValueError(f"gradagg.torch: warmup_bits must be 1, 2, 4, 8 or 32, not {warmup_bits}")
-        if warmup_steps == "auto" and not width_given(options):  # the default: AUTO_BITS behind the early phase
+        if warmup_steps == "auto" and default_width:  # the default: AUTO_BITS behind the early phase
             options = dict(options, bits=AUTO_BITS)
             if "bucket_size" not in options and not os.environ.get("GRADAGG_BUCKET"):
                 options["bucket_size"] = AUTO_BUCKET

@@ -322,7 +322,7 @@ class AdamW(torch.optim.Optimizer):
         every rank switches after the same step."""
         hook = self.hook_state
         total = sum(row[2] for row in rows)
-        if getattr(hook, "warmup", None) != "auto" or not hook.in_warmup() or not rows or total <= 0.0:
+        if getattr(hook, "warmup", None) != "auto" or not hook.in_warmup() or total <= 0.0:
             return
         ratio = sum(row[0] for row in rows) * size / total
         if ratio >= size * (1.0 + _EARLY_END_SNR) / (1.0 + _EARLY_END_SNR * size):

@@ -19,6 +19,8 @@
 #                  whole way and the target is DDP's last loss plus TARGET_MARGIN (default 2%)
 #   TIME_LIMIT     seconds of training after which a run stops (--time-limit); default none
 #   PYTHON         default /usr/bin/python3; GRADAGG_LIBRARY: default build/lib/libgradagg_c.so
+#   PREFIX, SUBNET the emulated cluster's name and /24 (default gattt, 10.79.0): two invocations side by side need
+#                  both apart
 #   NCCL_*         passed to the ranks as set (--backend nccl: NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 keep NCCL on the
 #                  shaped link between the namespaces, NCCL_SOCKET_IFNAME=eth0 on its interface)
 # Run from the repository root after scripts/build.sh (or with GRADAGG_LIBRARY and LD_LIBRARY_PATH set).
@@ -27,10 +29,11 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$1
 shift
 rate=${RATE:-1gbit} nodes=${NODES:-2} slots=${SLOTS:-1} python=${PYTHON:-/usr/bin/python3}
+prefix=${PREFIX:-gattt} subnet=${SUBNET:-10.79.0}
 mkdir -p "$out"
 export PYTHONPATH="$root/python" GRADAGG_LIBRARY="${GRADAGG_LIBRARY:-$root/build/lib/libgradagg_c.so}" \
   LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" GRADAGG_NVLINK_SHARE_GPUS="${GRADAGG_NVLINK_SHARE_GPUS:-0}" \
-  MASTER_ADDR=10.79.0.1 GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1
+  MASTER_ADDR=$subnet.1 GLOO_SOCKET_IFNAME=eth0 OMP_NUM_THREADS=1
 stop=() nccl=()
 for variable in $(compgen -e | grep '^NCCL_' || true); do nccl+=(-x "$variable"); done
 [ -z "${TARGET:-}" ] || stop+=(--target-loss "$TARGET")
@@ -59,7 +62,7 @@ for run in "${runs[@]}"; do
   echo "# $name at $rate: $options" >&2
   # shellcheck disable=SC2086  # options is a word list
   MASTER_PORT=$port "$root/scripts/emulated_cluster.sh" --nodes "$nodes" --slots "$slots" --rate "$rate" \
-    --prefix gattt --subnet 10.79.0 -- -np $((nodes * slots)) -x PYTHONPATH -x GRADAGG_LIBRARY -x LD_LIBRARY_PATH \
+    --prefix "$prefix" --subnet "$subnet" -- -np $((nodes * slots)) -x PYTHONPATH -x GRADAGG_LIBRARY -x LD_LIBRARY_PATH \
     -x MASTER_ADDR -x MASTER_PORT -x GLOO_SOCKET_IFNAME -x OMP_NUM_THREADS -x GRADAGG_NVLINK_SHARE_GPUS "${nccl[@]}" \
     "$python" "$root/examples/pytorch/train_gpt.py" --threads 1 $options "${stop[@]}" \
     --json "$out/$name.json" "$@" >"$out/$name.log" 2>&1 || { tail -n 20 "$out/$name.log" >&2; exit 1; }

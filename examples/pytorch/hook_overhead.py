@@ -8,7 +8,8 @@ the future, the waiter thread) differs between the two.
   mpirun -np 2 python3 examples/pytorch/hook_overhead.py [--device cpu|cuda] [--sizes 1M,4M,25M] [--steps 40]
       [--bits 1] [--momentum 0]
 
-Rank 0 prints a table: size, the direct call's and the hook's median time (us), the hook's overhead in us and as a
+Every call's average (and momentum) through the hook must be bitwise the direct call's, or the run stops with an
+error. Rank 0 prints a table: size, the direct call's and the hook's median time (us), the hook's overhead in us and as a
 share of the direct call, how long the hook took to hand back its future (on DDP's thread: its Python and the
 start of the aggregation, which the direct call pays too; the overhead less that is at least the hand-off to the
 library's thread and back through the waiter thread), and the paired overhead (the median over steps of the hook's
@@ -101,6 +102,7 @@ def measure(size_bytes, device, steps, bits, momentum, meeting):
         return time.perf_counter()
 
     times = {"direct": [], "hook": [], "submit": [], "async": [], "future": []}
+    differ = 0  # calls whose average or momentum through the hook is not bitwise the direct call's
     for step in range(steps + 5):  # 5 warm-ups
         for name, call in (("direct", direct_call), ("hook", hook_call)):
             start = ready()
@@ -110,6 +112,13 @@ def measure(size_bytes, device, steps, bits, momentum, meeting):
                 times[name].append(time.perf_counter() - start)
                 if name == "hook":
                     times["submit"].append(returned[-1] - start)
+            # Checked outside the timed span: the same inputs and the same arithmetic give the same bits.
+            if name == "direct":
+                expected = buffer.clone()
+            else:
+                hook_momentum = next(iter(state.momenta.values()), None)
+                differ += not torch.equal(buffer, expected) or (
+                    hook_momentum is not None and not torch.equal(hook_momentum, carried))
     # Pieces of the hook's time to its future, apart: the Aggregator's own aggregate_async until it returns (the
     # direct call pays it too), and making a future like the hook's.
     for step in range(steps + 5):
@@ -129,6 +138,9 @@ def measure(size_bytes, device, steps, bits, momentum, meeting):
     # The calls alternate, so each step's hook and direct call share the machine's state of the moment: the median of
     # their differences is steadier than the difference of the medians when the direct call drifts between rounds.
     paired = statistics.median(h - d for h, d in zip(times["hook"], times["direct"]))
+    if differ:
+        raise SystemExit(f"hook_overhead: rank {rank()}: at {size_bytes} bytes the hook's average or momentum differed "
+                         f"from the direct call's in {differ} of {steps + 5} calls")
     return tuple(statistics.median(times[name]) for name in ("direct", "hook", "submit", "async", "future")) + (paired,)
 
 

@@ -197,6 +197,13 @@ class Aggregator:
         check(_capi.lib.gradagg_last_stats(self._handle, ctypes.byref(stats)))
         return {name: getattr(stats, name) for name, _ in _capi.Stats._fields_}
 
+    def _traffic(self):
+        """Of the last finished call: (bytes across nodes, what float32 would have sent), what the PyTorch hooks
+        count after each call, without building stats' dictionary."""
+        stats = _capi.Stats()
+        check(_capi.lib.gradagg_last_stats(self._handle, ctypes.byref(stats)))
+        return stats.inter_node_bytes_sent, stats.inter_node_float_bytes
+
     def describe(self):
         """The effective options in one line."""
         return _capi.lib.gradagg_describe(self._handle).decode()

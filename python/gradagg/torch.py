@@ -136,6 +136,7 @@ class GradaggState(HookTraffic):
         self.momenta = {}
         self.momentum_views = {}  # parameter -> its slice of its bucket's momentum
         self._views = {}  # bucket key -> (its buffer, tensors_of it): split once, not at every call
+        self._momentum_parts = {}  # bucket key -> (its momentum, _parts of it as the views lie): likewise
         self._views_used = set()  # the keys of this step's buckets so far: the others' views go after its last one
         self.calls = {}
         self.keys = {}  # bucket index -> the key of the bucket now at that index
@@ -149,7 +150,7 @@ class GradaggState(HookTraffic):
         self._parameter_list = []
         self._restore = None  # load_state_dict's, put in place at the first iteration after it
         self._stash = []  # that iteration's (bucket, future), until its last bucket
-        self._queue = queue.Queue()
+        self._queue = queue.SimpleQueue()
         self._waiter = threading.Thread(target=self._complete, daemon=True, name="gradagg-hook")
         self._waiter.start()
 
@@ -221,6 +222,7 @@ class GradaggState(HookTraffic):
             if aggregator is not None:
                 aggregator.close()
         self.momenta.pop(old, None)
+        self._momentum_parts.pop(old, None)
 
     def state_dict(self):
         """What the hook owes between steps, for torch.save beside the model and optimizer (each rank saves its own):
@@ -266,12 +268,16 @@ class GradaggState(HookTraffic):
                 "warmup_bits": self.warmup_bits, "options": options_without_width(self.options)}
 
     def _complete(self):
+        current = None  # the stream this thread last made current: the buckets' finishes run on it
         while True:
             aggregator, pending, finish, future, value = self._queue.get()
             try:
                 pending.wait()
                 self._count(aggregator)
-                finish(lambda: future.set_result(value))
+                if finish.stream is not None and finish.stream != current:
+                    torch.cuda.set_stream(finish.stream)
+                    current = finish.stream
+                finish(lambda: future.set_result(value), on_stream=True)
             except Exception as error:  # the training step sees it when it waits on the future
                 future.set_exception(error)
 
@@ -297,10 +303,8 @@ def comm_hook(state, bucket):
             state._parameter_list.append(parameter)
     if not state.optimizers_checked:
         check_optimizers(state, parameters)
-    # On a GPU the future is CUDA-aware: it completes once the bucket's last kernels are queued, and DDP's wait()
-    # orders its stream after them instead of the host waiting for the GPU.
-    future = torch.futures.Future(devices=[buffer.device]) if buffer.is_cuda else torch.futures.Future()
     if state._restore is not None:
+        future = _future(buffer)
         state._stash.append((bucket, future))
         if bucket.is_last():
             _resume(state)
@@ -317,19 +321,33 @@ def comm_hook(state, bucket):
                 if carried is not None:
                     view.copy_(carried.reshape(-1))
                 state.momentum_views[parameter] = view.view(parameter.shape)
-    if momentum is not None:
-        _follow_loss_scale(state, key, momentum)
     cached = state._views.get(key)
     if cached is None or cached[0].data_ptr() != buffer.data_ptr():  # the same storage: its views still hold
         cached = state._views[key] = (buffer, tensors_of(bucket))
+    parts = None
+    if momentum is not None:
+        _follow_loss_scale(state, key, momentum)
+        parts = state._momentum_parts.get(key)
+        if parts is None or parts[0] is not momentum:
+            parts = state._momentum_parts[key] = (momentum, _parts(momentum, cached[1]))
+        parts = parts[1]
+    last = bucket.is_last()
+    pending, finish = _start(state, aggregator, parameters, cached[1], momentum, buffer, last, parts)
+    # What is left runs while the aggregation does.
+    future = _future(buffer)
+    state._queue.put((aggregator, pending, finish, future, buffer))
     state._views_used.add(key)
-    if bucket.is_last():  # a bucket DDP no longer has (its rebuild may make fewer) keeps no buffer alive
+    if last:  # a bucket DDP no longer has (its rebuild may make fewer) keeps no buffer alive
         for stale in state._views.keys() - state._views_used:
             del state._views[stale]
         state._views_used.clear()
-    pending, finish = _start(state, aggregator, parameters, cached[1], momentum, buffer, bucket.is_last())
-    state._queue.put((aggregator, pending, finish, future, buffer))
     return future
+
+
+def _future(buffer):
+    """The future the hook returns for `buffer`. On a GPU it is CUDA-aware: it completes once the bucket's last
+    kernels are queued, and DDP's wait() orders its stream after them instead of the host waiting for the GPU."""
+    return torch.futures.Future(devices=[buffer.device]) if buffer.is_cuda else torch.futures.Future()
 
 
 def _follow_loss_scale(state, key, momentum):
@@ -352,13 +370,15 @@ def _parts(momentum, tensors):
     return list(momentum.split([t.numel() for t in tensors])) if len(tensors) > 1 else [momentum]
 
 
-def _start(state, aggregator, parameters, gradients, momentum, buffer=None, last=True):
+def _start(state, aggregator, parameters, gradients, momentum, buffer=None, last=True, momentum_parts=None):
     """Starts one bucket's aggregation: `gradients`, one flat tensor per parameter of `parameters` (views of `buffer`,
     their contiguous whole, where they lie in one), and its momentum, a contiguous tensor laid out as they are (or
     None). The observers see this rank's gradients first. Returns the Pending and what finishes the bucket once it is
     done: queues the average over the ranks, and, after the step's `last` bucket, the new momentum of every bucket of
     the step, unless one of them overflowed, then calls its argument (if any) on the same stream, with no wait for the
-    GPU: a CUDA-aware future completed there orders its waiters after that work."""
+    GPU: a CUDA-aware future completed there orders its waiters after that work. `momentum_parts`: the momentum cut
+    as the gradients (made here without it). The finish's `stream` is that stream (None on CPUs); its caller may make
+    it current first and say so (on_stream=True), as the hook's waiter thread does once for many buckets."""
     if state.observers:
         if len(gradients) != len(parameters):
             raise ValueError("gradagg.torch: a DDP bucket's gradients are not laid out per parameter, so "
@@ -367,14 +387,15 @@ def _start(state, aggregator, parameters, gradients, momentum, buffer=None, last
             observe(parameters, gradients, state.loss_scale(gradients[0].device))
     if momentum is not None:  # beta * m + g: the sum over ranks is size * (beta m + mean g)
         # Per parameter, as a resumed run's first step must do it too (its buckets are not DDP's).
-        torch._foreach_add_(gradients, _parts(momentum, gradients), alpha=state.momentum)
+        parts = _parts(momentum, gradients) if momentum_parts is None else momentum_parts
+        torch._foreach_add_(gradients, parts, alpha=state.momentum)
     stream = torch.cuda.current_stream(gradients[0].device) if gradients[0].is_cuda else None
     pending = aggregator.aggregate_async(gradients, stream=stream.cuda_stream if stream is not None else None)
     size = state.world_size
     results = [buffer] if buffer is not None else gradients  # the bucket whole where it lies in one buffer
 
-    def finish(then=None):
-        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+    def finish(then=None, on_stream=False):
+        with torch.cuda.stream(stream) if stream is not None and not on_stream else contextlib.nullcontext():
             torch._foreach_div_(results, size)
             if momentum is not None:
                 finite = (torch.isfinite(results[0]).all() if len(results) == 1
@@ -383,6 +404,7 @@ def _start(state, aggregator, parameters, gradients, momentum, buffer=None, last
             if then is not None:
                 then()
 
+    finish.stream = stream
     return pending, finish
 
 

@@ -83,7 +83,7 @@ def measure(size_bytes, device, steps, bits, momentum, meeting):
         if momentum > 0.0:  # the same arithmetic as the hook's: beta * m + g in, the new m out unless non-finite
             torch._foreach_add_(views, carried_views, alpha=momentum)
         direct.aggregate(views, stream=stream)
-        buffer.div_(size)
+        torch._foreach_div_([buffer], size)  # as the hook divides: buffer.div_ multiplies by 1 / size on a GPU
         if momentum > 0.0:
             torch.where(torch.isfinite(buffer).all(), buffer, carried, out=carried)
 

@@ -268,15 +268,17 @@ class GradaggState(HookTraffic):
                 "warmup_bits": self.warmup_bits, "options": options_without_width(self.options)}
 
     def _complete(self):
-        current = None  # the stream this thread last made current: the buckets' finishes run on it
+        current = None  # (device, stream) this thread last made current: the buckets' finishes run on it
         while True:
             aggregator, pending, finish, future, value = self._queue.get()
             try:
                 pending.wait()
                 self._count(aggregator)
-                if finish.stream is not None and finish.stream != current:
-                    torch.cuda.set_stream(finish.stream)
-                    current = finish.stream
+                # Compared as numbers: torch's Stream compares unequal to nothing, None included (torch 2.11).
+                stream = finish.stream
+                if stream is not None and (stream.device_index, stream.cuda_stream) != current:
+                    torch.cuda.set_stream(stream)
+                    current = (stream.device_index, stream.cuda_stream)
                 finish(lambda: future.set_result(value), on_stream=True)
             except Exception as error:  # the training step sees it when it waits on the future
                 future.set_exception(error)

@@ -7,7 +7,10 @@ GRADAGG_NVLINK_SHARE_GPUS=1; DDP's own broadcast over gloo). Prints SKIPPED and 
                    whose first scale overflows, and later an Inf in one bucket of one rank (not the step's last
                    bucket): the scaler skips those steps (parameters unchanged), every bucket's momentum keeps its
                    value through them (in gradient units: it follows the loss scale), no carried error turns
-                   non-finite, and the steps after train (loss down, ranks equal).
+                   non-finite, and the steps after train (loss down, ranks equal);
+  side_stream      forward and backward on a side stream: every bucket's finish on the hook's waiter thread (the
+                   division, the momentum's commit, the future's event) runs with the bucket's stream current, and
+                   every call is bitwise the reference Aggregator's.
 
   mpirun -np 2 python3 test_ddp_gpu.py     (GRADAGG_RANKS_PER_NODE=1: 2 ranks as 2 nodes, 1 bit across them)
 """
@@ -106,10 +109,56 @@ def check_grad_scaler(rank, size):
     return f"GradScaler: {skipped} overflowed steps skipped"
 
 
+def check_side_stream(rank, size):
+    finished_on_stream = []  # per finish on the waiter thread: whether the bucket's stream was the current one
+    buckets_on_side = []  # per call: whether DDP handed the bucket over on the side stream
+    start = gradagg.torch._start
+
+    def recording_start(*arguments, **options):
+        pending, finish = start(*arguments, **options)
+        buckets_on_side.append(finish.stream.cuda_stream == side.cuda_stream)
+
+        def recorded(then=None, on_stream=False):
+            if on_stream:
+                current = torch.cuda.current_stream(finish.stream.device)
+                finished_on_stream.append(current.cuda_stream == finish.stream.cuda_stream)
+            finish(then, on_stream)
+
+        recorded.stream = finish.stream
+        return pending, recorded
+
+    gradagg.torch._start = recording_start
+    try:
+        ddp = DDP(mlp(), bucket_cap_mb=0.02)
+        hook = CheckedHook(momentum=0.9)
+        hook.register(ddp)
+        optimizer = torch.optim.SGD(ddp.parameters(), lr=0.05)
+        inputs = batches(rank, 3)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for batch in inputs:
+                ddp(batch).square().mean().backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+    finally:
+        gradagg.torch._start = start
+    finished = finished_on_stream
+    assert len(finished) == hook.calls > 0, f"{len(finished)} finishes on the waiter thread for {hook.calls} calls"
+    assert all(finished), f"the waiter finished {finished.count(False)} of {len(finished)} buckets off their stream"
+    same_on_every_rank(ddp, "side stream")
+    hook.close()
+    return (f"side stream: {hook.calls} hook calls finished on the bucket's stream, {sum(buckets_on_side)} of them "
+            "handed over on the side stream")
+
+
 def main():
     return torch_checks.run("python_ddp_gpu_test", [
         ("bf16_parameters", check_bf16_parameters),
-        ("grad_scaler", check_grad_scaler)], 29671)
+        ("grad_scaler", check_grad_scaler),
+        ("side_stream", check_side_stream)], 29671)
 
 
 if __name__ == "__main__":

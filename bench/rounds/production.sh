@@ -6,7 +6,9 @@
 #      (gradagg_device_gpu_tests' APeerThatNeverComesTimesOutAndTheStreamDrains, staged and mapped, 2 and 3 ranks);
 #   2. a run checkpointed and resumed on the GPU, bitwise the uninterrupted one (test/python/resume_test.sh cuda);
 #   3. the DDP-feature checks with torch's GPU build: test_ddp_features.py on the GPU, then test_ddp_gpu.py
-#      (bfloat16 parameters, GradScaler).
+#      (bfloat16 parameters, GradScaler, a side stream);
+#   4. the hook against a direct Aggregator call (examples/pytorch/hook_overhead.py, 2 ranks as 2 nodes, momentum 0.9
+#      and 0): every call bitwise the direct call's, and the overhead per bucket.
 #   bench/rounds/production.sh BIN_DIR OUT_DIR
 # BIN_DIR holds gradagg_failure_drill, gradagg_device_gpu_tests, libgradagg_c.so and the shared libraries:
 #   bench/rounds/stage.sh --only "gradagg_failure_drill gradagg_device_gpu_tests"
@@ -77,6 +79,11 @@ for per in 1 0; do
   part "bf16 parameters and GradScaler, ranks per node $per" "ddp_gpu_per$per.txt" PASS \
     env MASTER_PORT=$((29693 + per)) timeout 300 "${run[@]}" -np 2 -x GRADAGG_RANKS_PER_NODE=$per -x MASTER_PORT \
     python3 "$root/test/python/test_ddp_gpu.py"
+done
+for momentum in 0.9 0; do
+  part "hook against a direct call, momentum $momentum" "hook_overhead_m$momentum.txt" '^\| [0-9]+M \| [0-9]+ \||differed' \
+    env GRADAGG_RANKS_PER_NODE=1 timeout 120 "${run[@]}" -np 2 -x GRADAGG_RANKS_PER_NODE python3 \
+    "$root/examples/pytorch/hook_overhead.py" --device cuda --sizes 1M,4M,25M --steps 40 --momentum "$momentum"
 done
 cat "$out/env.txt"
 exit $status

@@ -193,16 +193,15 @@ class Aggregator:
     @property
     def stats(self):
         """Of the last finished call: seconds per phase, bytes across nodes, non-finite buckets."""
-        stats = _capi.Stats()
-        check(_capi.lib.gradagg_last_stats(self._handle, ctypes.byref(stats)))
+        stats = self._last_stats()
         return {name: getattr(stats, name) for name, _ in _capi.Stats._fields_}
 
-    def _traffic(self):
-        """Of the last finished call: (bytes across nodes, what float32 would have sent), what the PyTorch hooks
-        count after each call, without building stats' dictionary."""
+    def _last_stats(self):
+        """stats as the C API's struct: what the PyTorch hooks read a field or two of after every call, without
+        building the dictionary."""
         stats = _capi.Stats()
         check(_capi.lib.gradagg_last_stats(self._handle, ctypes.byref(stats)))
-        return stats.inter_node_bytes_sent, stats.inter_node_float_bytes
+        return stats
 
     def describe(self):
         """The effective options in one line."""

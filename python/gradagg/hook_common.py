@@ -29,9 +29,9 @@ class HookTraffic:
         self.float_bytes = 0
 
     def _count(self, aggregator):
-        sent, float_bytes = aggregator._traffic()
-        self.bytes_sent += sent
-        self.float_bytes += float_bytes
+        stats = aggregator._last_stats()
+        self.bytes_sent += stats.inter_node_bytes_sent
+        self.float_bytes += stats.inter_node_float_bytes
 
     def bits_per_element(self):
         """Bits this rank sent across nodes per gradient element, averaged over every call so far (None before

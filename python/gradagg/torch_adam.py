@@ -262,7 +262,7 @@ class AdamW(torch.optim.Optimizer):
         aggregator = self._aggregator(purpose, bits)
         aggregator.aggregate(tensors)
         aggregator.reset_residuals()  # each synchronisation stands alone
-        self.hook_state.bytes_sent += aggregator.stats["inter_node_bytes_sent"]
+        self.hook_state.bytes_sent += aggregator._last_stats().inter_node_bytes_sent
         return aggregator.size
 
     def _over_shards(self, tensor):

@@ -15,13 +15,18 @@ start of the aggregation, which the direct call pays too; the overhead less that
 library's thread and back through the waiter thread), and the paired overhead (the median over steps of the hook's
 time less the direct call's of the same step, steadier when the machine drifts); then the time to the future in
 pieces, measured apart: the Aggregator's aggregate_async until it returns, making a future like the hook's, and the
-rest, the hook's own work (its Python and, with --momentum, the momentum's add).
+rest, the hook's own work (its Python and, with --momentum, the momentum's add); and one hand-off between Python
+threads with no work (a queue to a waiting thread, which completes a future like the hook's that this thread waits
+on): what completing the future from the library's side costs a library that does not link torch, at least once per
+bucket.
 GRADAGG_RANKS_PER_NODE=1 makes the ranks nodes (the exchange then runs at --bits).
 """
 import argparse
 import os
+import queue
 import statistics
 import sys
+import threading
 import time
 
 import torch
@@ -101,7 +106,7 @@ def measure(size_bytes, device, steps, bits, momentum, meeting):
         meeting()
         return time.perf_counter()
 
-    times = {"direct": [], "hook": [], "submit": [], "async": [], "future": []}
+    times = {"direct": [], "hook": [], "submit": [], "async": [], "future": [], "handoff": []}
     differ = 0  # calls whose average or momentum through the hook is not bitwise the direct call's
     for step in range(steps + 5):  # 5 warm-ups
         for name, call in (("direct", direct_call), ("hook", hook_call)):
@@ -132,6 +137,7 @@ def measure(size_bytes, device, steps, bits, momentum, meeting):
         if step >= 5:
             times["async"].append(started - start)
             times["future"].append(time.perf_counter() - future_start)
+    times["handoff"] = handoffs(device, steps)
     direct.close()
     for aggregator in state.aggregators.values():
         aggregator.close()
@@ -141,7 +147,32 @@ def measure(size_bytes, device, steps, bits, momentum, meeting):
     if differ:
         raise SystemExit(f"hook_overhead: rank {rank()}: at {size_bytes} bytes the hook's average or momentum differed "
                          f"from the direct call's in {differ} of {steps + 5} calls")
-    return tuple(statistics.median(times[name]) for name in ("direct", "hook", "submit", "async", "future")) + (paired,)
+    return tuple(statistics.median(times[name]) for name in ("direct", "hook", "submit", "async", "future")) + (
+        paired, statistics.median(times["handoff"]))
+
+
+def handoffs(device, steps):
+    """Times of one hand-off between Python threads with no work, as the hook's waiter completes a bucket's future:
+    this thread queues a future to a waiting thread, which sets its result; this thread waits for it."""
+    inbox = queue.SimpleQueue()
+
+    def complete():
+        while (future := inbox.get()) is not None:
+            future.set_result(None)
+
+    waiter = threading.Thread(target=complete, daemon=True)
+    waiter.start()
+    times = []
+    for step in range(steps + 5):
+        future = torch.futures.Future(devices=[device]) if device.type == "cuda" else torch.futures.Future()
+        start = time.perf_counter()
+        inbox.put(future)
+        future.wait()
+        if step >= 5:
+            times.append(time.perf_counter() - start)
+    inbox.put(None)
+    waiter.join()
+    return times
 
 
 def main():
@@ -170,16 +201,17 @@ def main():
         print("| bucket | direct Aggregator (us) | hook (us) | overhead (us) | overhead / direct | hook until its "
               "future returns (us) | paired overhead (us) | paired / direct |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-        for text, direct, hook, submit, _, _, paired in rows:
+        for text, direct, hook, submit, _, _, paired, _ in rows:
             print(f"| {text} | {1e6 * direct:.0f} | {1e6 * hook:.0f} | {1e6 * (hook - direct):.0f} | "
                   f"{100 * (hook - direct) / direct:.1f}% | {1e6 * submit:.0f} | {1e6 * paired:.0f} | "
                   f"{100 * paired / direct:.1f}% |")
         print("\n| bucket | hook until its future returns (us) | of it, Aggregator.aggregate_async alone (us) | "
-              "a future like the hook's (us) | the rest: the hook's own work (us) |")
-        print("| --- | --- | --- | --- | --- |")
-        for text, _, _, submit, started, future, _ in rows:
+              "a future like the hook's (us) | the rest: the hook's own work (us) | a hand-off between Python threads "
+              "(us) |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for text, _, _, submit, started, future, _, handoff in rows:
             print(f"| {text} | {1e6 * submit:.0f} | {1e6 * started:.0f} | {1e6 * future:.0f} | "
-                  f"{1e6 * (submit - started - future):.0f} |")
+                  f"{1e6 * (submit - started - future):.0f} | {1e6 * handoff:.0f} |")
     return 0
 
 

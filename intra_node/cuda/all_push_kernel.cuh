@@ -9,11 +9,11 @@
 // block b takes chunks b, b + B, ... of every shard, one chunk a round. Round s of block b:
 // 1. push: once peer r has consumed round s - 2 (the inbox has two slots, by round parity; a call's first round waits
 //    for s - 1, all of the block's earlier rounds, so that a wide round finds both slots free and the round after one
-//    finds its second half read), copy chunk c of shard r of my input into r's inbox;
+//    finds its second half read), copy chunk c of shard r of my input into r's inbox, then raise pushReady on r
+//    (system-scope release, with the call's signature);
 // 2. reduce: once every peer's round s has arrived, sum chunk c of my shard in local-rank order (mine read from my
-//    input, the others from my inbox, all local reads), store the result to my stripe or to every rank's output;
-// 3. publish (system-scope release): pushReady of round s + 1, with the call's signature, and pushConsumed of round s
-//    on every peer, together: one block-wide synchronisation and one fence a round.
+//    input, the others from my inbox, all local reads), store the result to my stripe or to every rank's output, then
+//    raise pushConsumed on every peer.
 // A block pushes round s + 1 before it reduces round s, so the links carry data while it waits. Allreduce ends once
 // every peer has consumed this block's last round: their results for these chunks are then in my output.
 // Rounds are counted per block across calls (ControlBlock::pushRounds), the same on every rank since every rank
@@ -92,7 +92,7 @@ template <typename T, int kRanks>
 __device__ inline bool PushRound(const AllPushArgs& args, uint64_t round, size_t chunk, bool callsFirst) {
   constexpr int kE = Vector<T>::kElements;
   const BarrierContext& context = args.barrier;
-  const int me = context.rank, ranks = kRanks > 0 ? kRanks : context.ranks;
+  const int me = context.rank, ranks = kRanks > 0 ? kRanks : context.ranks, peer = static_cast<int>(threadIdx.x);
   const uint64_t* consumed = context.peerControl[me]->pushConsumed[blockIdx.x];
   if (!EveryPeerReached(context, ranks, consumed, callsFirst ? round - 1 : round - 2, 4)) return false;
 
@@ -120,26 +120,14 @@ __device__ inline bool PushRound(const AllPushArgs& args, uint64_t round, size_t
     }
   }
 
-  return true;
-}
-
-// Tells every peer, with one block-wide synchronisation and one fence: round `ready` of this block's pushes lies in
-// its inbox, with the call's signature (0: none), and this block has read round `consumed` from mine (0: none).
-// Rounds count from 1, so 0 names no round.
-template <int kRanks>
-__device__ inline void Publish(const AllPushArgs& args, uint64_t ready, uint64_t consumed) {
-  const BarrierContext& context = args.barrier;
-  const int me = context.rank, ranks = kRanks > 0 ? kRanks : context.ranks, peer = static_cast<int>(threadIdx.x);
   __syncthreads();
   if (peer < ranks && peer != me) {
     ControlBlock* theirs = context.peerControl[peer];
     __threadfence_system();
-    if (ready != 0) {
-      theirs->pushSignature[ready & 1][blockIdx.x][me] = context.signature;
-      StoreRelease(&theirs->pushReady[blockIdx.x][me], ready);
-    }
-    if (consumed != 0) StoreRelease(&theirs->pushConsumed[blockIdx.x][me], consumed);
+    theirs->pushSignature[round & 1][blockIdx.x][me] = context.signature;
+    StoreRelease(&theirs->pushReady[blockIdx.x][me], round);
   }
+  return true;
 }
 
 // Step 2 for round `round`, chunk `chunk`. False on every thread when a peer's data did not arrive in time or came
@@ -210,6 +198,12 @@ __device__ inline bool ReduceRound(const AllPushArgs& args, uint64_t round, size
       }
     }
   }
+
+  __syncthreads();
+  if (peer < ranks && peer != me) {
+    __threadfence_system();
+    StoreRelease(&context.peerControl[peer]->pushConsumed[blockIdx.x][me], round);
+  }
   return true;
 }
 
@@ -223,12 +217,9 @@ __global__ void __launch_bounds__(512) AllPushKernel(AllPushArgs args) {
   const auto chunkOf = [&](size_t k) { return blockIdx.x + k * gridDim.x; };
 
   if (!PushRound<T, kRanks>(args, before + 1, chunkOf(0), true)) return;
-  Publish<kRanks>(args, before + 1, 0);
   for (size_t k = 0; k < rounds; ++k) {
-    const bool next = k + 1 < rounds;
-    if (next && !PushRound<T, kRanks>(args, before + k + 2, chunkOf(k + 1), false)) return;
+    if (k + 1 < rounds && !PushRound<T, kRanks>(args, before + k + 2, chunkOf(k + 1), false)) return;
     if (!ReduceRound<T, kRanks, kPushToAll>(args, before + k + 1, chunkOf(k))) return;
-    Publish<kRanks>(args, next ? before + k + 2 : 0, before + k + 1);
   }
 
   // Allreduce: every peer has stored its results for these chunks into my output.

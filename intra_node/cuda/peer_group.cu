@@ -29,7 +29,7 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
     pushMinBytes_ = 8 << 20;
   }
   if (config_.peerOrder == PeerOrder::kByGroupSize)
-    config_.peerOrder = ranks() > 2 ? PeerOrder::kRotated : PeerOrder::kRankOrder;
+    config_.peerOrder = ranks() > 2 ? PeerOrder::kRotatedPerBlock : PeerOrder::kRankOrder;
   if (ranks() < 2) config_.reduction = Reduction::kPull;  // nobody to push to
   if (config_.pushChunkBytes == kAutomatic) config_.pushChunkBytes = DefaultPushChunkBytes(ranks());
   if (config_.pushChunkBytes < (16 << 10) || config_.pushChunkBytes > (1 << 20))

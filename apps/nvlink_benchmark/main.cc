@@ -1,7 +1,9 @@
 // gradagg_nvlink_benchmark: the single-node allreduce of gradagg's NVLink phase next to ncclAllReduce, in one run,
 // with the same method: out of place, CUDA events around -n calls after -w warm-ups, the time per call is the
-// slowest rank's; every size of both is checked on every element (#wrong). nccl-tests' flags and table.
-//   mpirun -np G gradagg_nvlink_benchmark -b 1K -e 1G -f 2 [-d float|bfloat16|half] [--host-fallback]
+// slowest rank's; with --repeats R, the median of R such timings (one slow call, a host thread descheduled while it
+// launches, moves a mean of microsecond calls by tens of percent); every size of both is checked on every element
+// (#wrong). nccl-tests' flags and table.
+//   mpirun -np G gradagg_nvlink_benchmark -b 1K -e 1G -f 2 [-r 5] [-d float|bfloat16|half] [--host-fallback]
 // A node of several NVLink groups (real, or forced with GRADAGG_NVLINK_GROUP_SIZE or GRADAGG_NVLINK_TOPOLOGY) runs
 // its chain of groups; --host-fallback adds the same node reducing through host memory instead, in the same run.
 #include <cuda_runtime_api.h>
@@ -14,6 +16,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "apps/common/nccl_library.h"
 #include "apps/common/size_sweep.h"
@@ -29,6 +32,7 @@ namespace {
 struct Settings {
   cli::SizeSweep sweep{1024, 64 << 20, 2, 50, 10};
   ElementType type = ElementType::kFloat32;
+  int repeats = 1;  // timings of -n calls per size and library; the median is reported
   bool nccl = true, symmetric = true, check = true, help = false, hostFallback = false;
 };
 
@@ -42,6 +46,7 @@ bool Parse(int argc, char** argv, Settings& settings, int rank) {
   cli::SweepFlags sweepFlags(settings.sweep, flags, "calls");
   flags.add_options()("datatype,d", po::value(&typeText), "float, bfloat16 or half (float)")(
       "check,c", po::value<int>()->default_value(1), "check every element (1) or not (0)")(
+      "repeats,r", po::value(&settings.repeats), "time -n calls this many times and report the median (1)")(
       "no-nccl", "leave out the NCCL rows")("no-symmetric", "leave out NCCL on symmetric windows")("host-fallback",
                                             "also time the node's groups reducing through host memory (float only)");
   po::variables_map values;
@@ -55,6 +60,8 @@ bool Parse(int argc, char** argv, Settings& settings, int rank) {
   } else if (error.empty()) {
     error = "datatype must be float, bfloat16 or half, not " + typeText;
   }
+  if (error.empty() && settings.repeats < 1)
+    error = "--repeats must be at least 1, not " + std::to_string(settings.repeats);
   if (rank == 0 && (values.count("help") || !error.empty())) {
     if (!error.empty()) std::cerr << "gradagg_nvlink_benchmark: " << error << "\n";
     std::cout << flags;
@@ -72,26 +79,33 @@ bool Parse(int argc, char** argv, Settings& settings, int rank) {
   return true;
 }
 
-// Mean time per call in microseconds on this rank, the slowest rank's returned.
+// Mean time per call in microseconds over -n calls, the slowest rank's; with --repeats, the median of that many
+// such means (the same on every rank).
 template <typename Call>
 double TimeCalls(const Settings& settings, cudaStream_t stream, Call call) {
   for (int i = 0; i < settings.sweep.warmups; ++i) call();
   cudaEvent_t start, stop;
   GRADAGG_CUDA_CHECK(cudaEventCreate(&start));
   GRADAGG_CUDA_CHECK(cudaEventCreate(&stop));
-  GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
-  GRADAGG_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-  GRADAGG_CUDA_CHECK(cudaEventRecord(start, stream));
-  for (int i = 0; i < settings.sweep.iterations; ++i) call();
-  GRADAGG_CUDA_CHECK(cudaEventRecord(stop, stream));
-  GRADAGG_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0;
-  GRADAGG_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  double mine = 1000.0 * ms / settings.sweep.iterations, slowest = 0;
-  GRADAGG_MPI_CHECK(MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-  return slowest;
+  std::vector<double> means;
+  for (int r = 0; r < settings.repeats; ++r) {
+    GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+    GRADAGG_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    GRADAGG_CUDA_CHECK(cudaEventRecord(start, stream));
+    for (int i = 0; i < settings.sweep.iterations; ++i) call();
+    GRADAGG_CUDA_CHECK(cudaEventRecord(stop, stream));
+    GRADAGG_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    GRADAGG_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    double mine = 1000.0 * ms / settings.sweep.iterations, slowest = 0;
+    GRADAGG_MPI_CHECK(MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    means.push_back(slowest);
+  }
+  GRADAGG_CUDA_CHECK(cudaEventDestroy(start));
+  GRADAGG_CUDA_CHECK(cudaEventDestroy(stop));
+  std::sort(means.begin(), means.end());
+  const size_t middle = means.size() / 2;
+  return means.size() % 2 == 1 ? means[middle] : (means[middle - 1] + means[middle]) / 2;
 }
 
 size_t SumOverRanks(size_t mine) {
@@ -140,8 +154,10 @@ int Run(const Settings& settings) {
   const bool symmetric = nccl && settings.symmetric && nccl->AllocateSymmetric(maxCount * elementBytes, symmetricWhy);
 
   if (rank == 0) {
-    std::printf("# gradagg_nvlink_benchmark: %d ranks, %s, %d iterations, %d warm-ups\n", ranks,
+    std::printf("# gradagg_nvlink_benchmark: %d ranks, %s, %d iterations, %d warm-ups", ranks,
                 ToString(settings.type), settings.sweep.iterations, settings.sweep.warmups);
+    if (settings.repeats > 1) std::printf(", the median of %d timings", settings.repeats);
+    std::printf("\n");
     std::printf("# node: %s", node.Describe().c_str());
     if (node.fullyConnected())
       std::printf(", one-shot up to %zu bytes, packet two-shot up to %zu", node.peers().config().oneShotMaxBytes,

@@ -52,6 +52,13 @@ def finalize():
     check(_capi.lib.gradagg_mpi_finalize())
 
 
+def keep_until_exit(aggregators):
+    """Holds `aggregators` open until finalize() closes them with the others at exit: for those whose owner may be
+    freed at a different moment on each rank."""
+    _kept.extend(aggregators)
+
+
 open_aggregators = weakref.WeakSet()  # Aggregators to close before MPI goes away
+_kept = []  # keep_until_exit's
 made = itertools.count()  # Aggregators made so far: their order, the same on every rank
 atexit.register(finalize)  # after mpi4py's own exit hook if gradagg came first, before it otherwise

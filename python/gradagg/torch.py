@@ -150,9 +150,14 @@ class GradaggState(HookTraffic):
         self._parameter_list = []
         self._restore = None  # load_state_dict's, put in place at the first iteration after it
         self._stash = []  # that iteration's (bucket, future), until its last bucket
+        # The waiter thread holds the state only weakly, so that a state nothing uses any more (its model gone) is
+        # freed, with its momentum buffers and GradScaler: a live scaler on the heap would make the next state's
+        # momentum hook refuse to start without it.
         self._queue = queue.SimpleQueue()
-        self._waiter = threading.Thread(target=self._complete, daemon=True, name="gradagg-hook")
+        self._waiter = threading.Thread(target=_complete, args=(self._queue, weakref.ref(self)), daemon=True,
+                                        name="gradagg-hook")
         self._waiter.start()
+        weakref.finalize(self, _state_freed, self._queue, self.aggregators).atexit = False
 
     def loss_scale(self, device):
         """The GradScaler's scale as a scalar on `device`, or None without one in use: the units the hook's momentum
@@ -267,21 +272,43 @@ class GradaggState(HookTraffic):
         return {"bits": self.bits, "momentum": self.momentum, "warmup_steps": self.warmup,
                 "warmup_bits": self.warmup_bits, "options": options_without_width(self.options)}
 
-    def _complete(self):
-        current = None  # (device, stream) this thread last made current: the buckets' finishes run on it
-        while True:
-            aggregator, pending, finish, future, value = self._queue.get()
-            try:
-                pending.wait()
-                self._count(aggregator)
-                # Compared as numbers: torch's Stream compares unequal to nothing, None included (torch 2.11).
-                stream = finish.stream
-                if stream is not None and (stream.device_index, stream.cuda_stream) != current:
-                    torch.cuda.set_stream(stream)
-                    current = (stream.device_index, stream.cuda_stream)
-                finish(lambda: future.set_result(value), on_stream=True)
-            except Exception as error:  # the training step sees it when it waits on the future
-                future.set_exception(error)
+
+def _complete(waiting, owner):
+    """A GradaggState's waiter thread: completes each bucket's future, in the order the hook queued them, once its
+    aggregation is done. `owner`: a weak reference to the state; between buckets the thread holds nothing of it."""
+    current = None  # (device, stream) this thread last made current: the buckets' finishes run on it
+    while True:
+        item = waiting.get()
+        if item is None:
+            return
+        current = _complete_bucket(item, owner(), current)
+        del item
+
+
+def _complete_bucket(item, state, current):
+    """Waits for one bucket's aggregation, counts its bytes and runs its finish with the bucket's stream current;
+    returns the stream now current. An item holds its state (the finish refers to it), so `state` is never None."""
+    aggregator, pending, finish, future, value = item
+    try:
+        pending.wait()
+        state._count(aggregator)
+        # Compared as numbers: torch's Stream compares unequal to nothing, None included (torch 2.11).
+        stream = finish.stream
+        if stream is not None and (stream.device_index, stream.cuda_stream) != current:
+            torch.cuda.set_stream(stream)
+            current = (stream.device_index, stream.cuda_stream)
+        finish(lambda: future.set_result(value), on_stream=True)
+    except Exception as error:  # the training step sees it when it waits on the future
+        future.set_exception(error)
+    return current
+
+
+def _state_freed(waiting, aggregators):
+    """A GradaggState freed: its waiter thread ends, and its Aggregators stay open until gradagg closes every one at
+    exit in the same order on every rank (closing may wait for the node's other ranks), not whenever each rank's
+    garbage collector comes to them."""
+    gradagg.lifecycle.keep_until_exit(aggregators.values())
+    waiting.put(None)
 
 
 def tensors_of(bucket, buffer=None):
@@ -500,6 +527,8 @@ def check_optimizers(state, parameters):
                      any(p.is_cuda for p in parameters))
     # One pass over the heap for what is searched, by each object's type: isinstance() would also read the
     # __class__ of objects it does not match, and torch.distributed's deprecated reduce_op warns when it is read.
+    if scaler_search or register is None:
+        gc.collect()  # what is left of freed models (DDP's reference cycles) is not searched: only live objects
     objects = gc.get_objects() if scaler_search or register is None else []
     if scaler_search and any(issubclass(type(o), scalers) and o.is_enabled() for o in objects):
         raise ValueError("gradagg.torch: a GradScaler is in use and the hook carries momentum: pass it, "

@@ -14,6 +14,8 @@ momentum per parameter) gives on the same bucket input, and that every rank ends
                   order): the rebuilt buckets are re-keyed, the old ones' Aggregators closed, nothing owed is lost
                   or applied twice (the momentum carries per parameter);
   two_models      two DDP models in one process, each with its own GradaggState, stepped in turn;
+  state_freed     a GradaggState whose model is gone is freed (its momentum, a GradScaler it holds) and its waiter
+                  thread ends, while its Aggregators stay open until they are closed in order (at exit, or here);
   overflow_in_one_bucket  an Inf in one parameter of one rank: non-finite everywhere, no bucket's momentum moves;
   bf16_autocast   forward and backward under torch.autocast("cpu", torch.bfloat16), float32 parameters.
 A model whose parameters are bfloat16 needs the GPU machine (gloo in Debian's PyTorch cannot broadcast bfloat16, so
@@ -23,8 +25,10 @@ DDP cannot even start on CPU ranks); AMP's GradScaler needs CUDA too: test_ddp_g
 GRADAGG_TEST_DEVICE=cuda runs every check with the models and batches on GPU rank % count (the GPU machine).
 """
 import contextlib
+import gc
 import os
 import sys
+import weakref
 
 try:
     import torch
@@ -266,6 +270,25 @@ def check_two_models(rank, size):
         hook.close()
 
 
+def check_state_freed(rank, size):
+    ddp = DDP(mlp(3), bucket_cap_mb=0.02)
+    state = gradagg.torch.GradaggState(bits=1, momentum=0.9)
+    ddp.register_comm_hook(state, gradagg.torch.comm_hook)
+    train(ddp, None, batches(rank, 2))
+    assert state.momenta and state.aggregators, "the hook did not run"
+    owner, waiter = weakref.ref(state), state._waiter
+    aggregators = [weakref.ref(a) for a in state.aggregators.values()]
+    del state, ddp
+    gc.collect()
+    assert owner() is None, "a GradaggState whose model is gone is still alive, with its momentum buffers"
+    waiter.join(10)
+    assert not waiter.is_alive(), "the freed state's waiter thread did not end"
+    kept = [reference() for reference in aggregators]
+    assert all(a is not None and a._handle for a in kept), "a freed state's Aggregator was closed by the collector"
+    for aggregator in sorted(kept, key=lambda a: a._serial):  # the same order on every rank, as at exit
+        aggregator.close()
+
+
 def main():
     return torch_checks.run("python_ddp_features_test", [
         ("no_sync", check_no_sync),
@@ -275,6 +298,7 @@ def main():
         ("join", check_join),
         ("rebuild", check_rebuild),
         ("two_models", check_two_models),
+        ("state_freed", check_state_freed),
         ("overflow_in_one_bucket", check_overflow_in_one_bucket),
         ("bf16_autocast", check_plain({}, autocast=True))], 29531)
 

@@ -157,9 +157,10 @@ def check_side_stream(rank, size):
 def main():
     return torch_checks.run("python_ddp_gpu_test", [
         ("bf16_parameters", check_bf16_parameters),
-        # Before grad_scaler: its GradScaler may stay on the heap, and the hook refuses momentum beside a live one.
-        ("side_stream", check_side_stream),
-        ("grad_scaler", check_grad_scaler)], 29671)
+        ("grad_scaler", check_grad_scaler),
+        # After grad_scaler: its GradScaler, held by a state whose model is gone, must not make the hook refuse this
+        # check's momentum (it did while a state's waiter thread kept the state alive).
+        ("side_stream", check_side_stream)], 29671)
 
 
 if __name__ == "__main__":

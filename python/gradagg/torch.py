@@ -527,9 +527,10 @@ def check_optimizers(state, parameters):
                      any(p.is_cuda for p in parameters))
     # One pass over the heap for what is searched, by each object's type: isinstance() would also read the
     # __class__ of objects it does not match, and torch.distributed's deprecated reduce_op warns when it is read.
+    objects = []
     if scaler_search or register is None:
         gc.collect()  # what is left of freed models (DDP's reference cycles) is not searched: only live objects
-    objects = gc.get_objects() if scaler_search or register is None else []
+        objects = gc.get_objects()
     if scaler_search and any(issubclass(type(o), scalers) and o.is_enabled() for o in objects):
         raise ValueError("gradagg.torch: a GradScaler is in use and the hook carries momentum: pass it, "
                          "GradaggState(..., grad_scaler=scaler), so that the momentum follows the loss scale")

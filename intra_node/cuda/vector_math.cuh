@@ -23,9 +23,11 @@ template <typename T>
 __device__ inline uint4 LoadVector(const T* p) {
   return __ldcg(reinterpret_cast<const uint4*>(p));
 }
+// Through an intrinsic: as a plain assignment of a vector built from four floats, NVVM (CUDA 13.0) emitted four 4-byte
+// stores, which cross NVLink as partial writes (the two-shot's stores to every rank had no vector store at all).
 template <typename T>
 __device__ inline void StoreVector(T* p, uint4 v) {
-  *reinterpret_cast<uint4*>(p) = v;
+  __stcg(reinterpret_cast<uint4*>(p), v);
 }
 template <typename T>
 __device__ inline T LoadScalar(const T* p) {

@@ -49,18 +49,21 @@ __device__ inline void LoadGroup(const T* __restrict__ p, Group group, float (&o
   for (int c = 0; c < kGroup; ++c) out[c] = c < group.valid ? ToFloat(p[c]) : 0.0f;
 }
 
-// Stores values[0 .. group.valid) to p, converted to T.
+// Stores values[0 .. group.valid) to p, converted to T. A whole group is one vector store through an intrinsic: as a
+// plain assignment, NVVM merged it with the element-wise branch below into four 4-byte stores (CUDA 13.0), and a
+// warp's 4-byte stores, 16 bytes apart, cross NVLink as partial writes: decoding into a peer's copy ran at 230-260
+// GB/s, now at the copy kernel's 360 (bench/results/gpu_aggregation/decode_copies_4xh100/).
 template <typename T>
 __device__ inline void StoreGroup(T* __restrict__ p, Group group, const float (&values)[kGroup]) {
   if (group.wide) {
     if constexpr (sizeof(T) == 4) {
-      *reinterpret_cast<float4*>(p) = make_float4(values[0], values[1], values[2], values[3]);
+      __stcg(reinterpret_cast<float4*>(p), make_float4(values[0], values[1], values[2], values[3]));
     } else {
       uint2 q;
       T* halves = reinterpret_cast<T*>(&q);
 #pragma unroll
       for (int c = 0; c < kGroup; ++c) halves[c] = FromFloat<T>(values[c]);
-      *reinterpret_cast<uint2*>(p) = q;
+      __stcg(reinterpret_cast<uint2*>(p), q);
     }
     return;
   }

@@ -49,21 +49,34 @@ __device__ inline void LoadGroup(const T* __restrict__ p, Group group, float (&o
   for (int c = 0; c < kGroup; ++c) out[c] = c < group.valid ? ToFloat(p[c]) : 0.0f;
 }
 
-// Stores values[0 .. group.valid) to p, converted to T. A whole group is one vector store through an intrinsic: as a
-// plain assignment, NVVM merged it with the element-wise branch below into four 4-byte stores (CUDA 13.0), and a
-// warp's 4-byte stores, 16 bytes apart, cross NVLink as partial writes: decoding into a peer's copy ran at 230-260
-// GB/s, now at the copy kernel's 360 (bench/results/gpu_aggregation/decode_copies_4xh100/).
-template <typename T>
+// How StoreGroup writes a whole group. kPlain: an assignment, which nvcc (CUDA 13.0) merged with the element-wise
+// branch into four 4-byte stores; they are cheap into this GPU's memory, but a warp's 4-byte stores 16 bytes apart
+// cross NVLink as partial writes (decoding into a peer's copy ran at 230-260 GB/s). kVector: one 16-byte store through
+// an intrinsic, the copy kernel's 360 GB/s (bench/results/gpu_aggregation/decode_copies_4xh100/). Stores into this
+// GPU's memory keep kPlain: with the intrinsic the 1-bit encoder spilled at the 48 registers five blocks per SM allow.
+enum class WideStore { kPlain, kVector };
+
+// Stores values[0 .. group.valid) to p, converted to T.
+template <typename T, WideStore kWide = WideStore::kPlain>
 __device__ inline void StoreGroup(T* __restrict__ p, Group group, const float (&values)[kGroup]) {
   if (group.wide) {
     if constexpr (sizeof(T) == 4) {
-      __stcg(reinterpret_cast<float4*>(p), make_float4(values[0], values[1], values[2], values[3]));
+      const float4 q = make_float4(values[0], values[1], values[2], values[3]);
+      if constexpr (kWide == WideStore::kVector) {
+        __stcg(reinterpret_cast<float4*>(p), q);
+      } else {
+        *reinterpret_cast<float4*>(p) = q;
+      }
     } else {
       uint2 q;
       T* halves = reinterpret_cast<T*>(&q);
 #pragma unroll
       for (int c = 0; c < kGroup; ++c) halves[c] = FromFloat<T>(values[c]);
-      __stcg(reinterpret_cast<uint2*>(p), q);
+      if constexpr (kWide == WideStore::kVector) {
+        __stcg(reinterpret_cast<uint2*>(p), q);
+      } else {
+        *reinterpret_cast<uint2*>(p) = q;
+      }
     }
     return;
   }

@@ -17,7 +17,6 @@ from pathlib import Path
 KERNELS = [
     ("quantize/cuda/cuda_quantizer.cu", "DecodeBucketsKernelIfLi1ELb0ELb1E",
      "the decode into every GPU's copy (float32, 1 bit)"),
-    ("quantize/cuda/cuda_quantizer.cu", "DecodeBucketsKernelIfLi1ELb0ELb0E", "the decode (float32, 1 bit)"),
     ("intra_node/cuda/two_shot_launch.cu", "TwoShotKernelIfLi4ELb1ELb1E",
      "the two-shot's stores to every rank (float32, 4 GPUs)"),
 ]

@@ -8,6 +8,10 @@
 #   5. the table (gradagg, ncclAllReduce, MPI_Allreduce) on 2x(N/2) at 1 bit, with each transport.
 #
 #   bench/rounds/aggregation.sh BIN_DIR OUT_DIR [MPI_PREFIX]
+#   ROUND_TRANSPORTS=aware bench/rounds/aggregation.sh ...    (one transport only: staged or aware)
+#
+# On 4 GPUs both transports together take more than the device tool's 10 minutes a call (session 13): run each in
+# a call of its own with ROUND_TRANSPORTS.
 #
 # BIN_DIR holds gradagg and gradagg_device_gpu_tests (bench/rounds/stage.sh). Logs go to OUT_DIR (at most
 # eight files, as much as the device tool brings back); a summary is printed last and kept in summary.txt.
@@ -27,6 +31,17 @@ if [ -n "$prefix" ] && [ -x "$prefix/bin/mpirun" ]; then
     -x GRADAGG_NVLINK_TIMEOUT -x GRADAGG_CUDA_AWARE_MPI=on)
   transports+=(aware)
 fi
+case "${ROUND_TRANSPORTS:-}" in
+  "") ;;
+  staged) transports=(staged) ;;
+  aware)
+    if [ "${#transports[@]}" -ne 2 ]; then
+      echo "aggregation.sh: ROUND_TRANSPORTS=aware needs a CUDA-aware MPI_PREFIX" >&2
+      exit 2
+    fi
+    transports=(aware) ;;
+  *) echo "aggregation.sh: ROUND_TRANSPORTS is staged or aware, not '$ROUND_TRANSPORTS'" >&2; exit 2 ;;
+esac
 layouts=()
 for (( per = gpus; per >= 1; per /= 2 )); do layouts+=("$per"); done
 

@@ -63,9 +63,20 @@ double Median(std::vector<double> v) {
 int main(int argc, char** argv) {
   const size_t mib = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 128;
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 15;
+  if (mib == 0 || repeats < 1) {
+    std::fprintf(stderr, "usage: gradagg_decode_copies_benchmark [MIB >= 1] [REPEATS >= 1]\n");
+    return 2;
+  }
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 2) {
     std::printf("SKIP: needs two GPUs (found %d)\n", devices);
+    return 0;
+  }
+  int canAccess[2] = {0, 0};
+  GRADAGG_CUDA_CHECK(cudaDeviceCanAccessPeer(&canAccess[0], 0, 1));
+  GRADAGG_CUDA_CHECK(cudaDeviceCanAccessPeer(&canAccess[1], 1, 0));
+  if (canAccess[0] == 0 || canAccess[1] == 0) {
+    std::printf("SKIP: GPUs 0 and 1 cannot reach each other's memory\n");
     return 0;
   }
   const size_t count = mib << 18;  // float32 elements
@@ -137,6 +148,7 @@ int main(int argc, char** argv) {
       GRADAGG_CUDA_CHECK(cudaSetDevice(g));
       float* const single = gpus[g].values.as<float>();  // scratch: the stripe decoded on its own
       quantizer.Decode(gpus[g].wire.get(), layouts[g], single, gradagg::ElementType::kFloat32, gpus[g].stream);
+      GRADAGG_CUDA_CHECK(cudaStreamSynchronize(gpus[g].stream));  // the copies below run on the legacy stream
       GRADAGG_CUDA_CHECK(cudaMemcpy(expected.data(), single, count * sizeof(float), cudaMemcpyDeviceToHost));
       for (const float* from : {local(g), peer(g)}) {
         GRADAGG_CUDA_CHECK(cudaMemcpy(got.data(), from, count * sizeof(float), cudaMemcpyDefault));

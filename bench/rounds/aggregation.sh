@@ -93,11 +93,16 @@ if [ "$gpus" -lt 4 ]; then
   done
 fi
 # The NVLink phase's own tests too, since this round's library carries its changes.
-echo "===== NVLink phase tests, $gpus GPUs" >>"$out/tests.txt"
-timeout 300 "${staged[@]}" -np "$gpus" "$bin/gradagg_nvlink_gpu_tests" --gtest_color=no >>"$out/tests.txt" 2>&1
-summary="$summary\n== NVLink phase tests on $gpus GPUs: exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/tests.txt" | tail -n 1)"
-timeout 300 "${staged[@]}" -np 2 -x GRADAGG_TEST_RANKS_PER_NODE=1 -x GRADAGG_NVLINK_SHARE_GPUS=1 "$sanitizer" --tool memcheck --error-exitcode 9 \
-  "$bin/gradagg_device_gpu_tests" --gtest_color=no --gtest_filter='-*Bad*:*HostAndDevice*' >"$out/memcheck.txt" 2>&1
-summary="$summary\n== memcheck 2x1 staged: exit $? $(grep -E 'ERROR SUMMARY' "$out/memcheck.txt" | tr '\n' ' ')"
+# With the staged transport (the round's first call when ROUND_TRANSPORTS splits it): the NVLink phase's tests and
+# one memcheck.
+if [[ " ${transports[*]} " == *" staged "* ]]; then
+  echo "===== NVLink phase tests, $gpus GPUs" >>"$out/tests.txt"
+  timeout 300 "${staged[@]}" -np "$gpus" "$bin/gradagg_nvlink_gpu_tests" --gtest_color=no >>"$out/tests.txt" 2>&1
+  summary="$summary\n== NVLink phase tests on $gpus GPUs: exit $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/tests.txt" | tail -n 1)"
+  timeout 300 "${staged[@]}" -np 2 -x GRADAGG_TEST_RANKS_PER_NODE=1 -x GRADAGG_NVLINK_SHARE_GPUS=1 "$sanitizer" \
+    --tool memcheck --error-exitcode 9 "$bin/gradagg_device_gpu_tests" --gtest_color=no \
+    --gtest_filter='-*Bad*:*HostAndDevice*' >"$out/memcheck.txt" 2>&1
+  summary="$summary\n== memcheck 2x1 staged: exit $? $(grep -E 'ERROR SUMMARY' "$out/memcheck.txt" | tr '\n' ' ')"
+fi
 echo -e "== $gpus x $gpu$summary" | tee "$out/summary.txt"
 grep -h -E "Failure|differs|rank [0-9]+\]|error" "$out/tests.txt" | head -n 12 || true  # none found is fine

@@ -11,8 +11,9 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 carry="$root/.device-carry"
 rm -rf "$carry"
 mkdir -p "$carry"
-binaries="gradagg_gpu_tests gradagg_cuda_quantize_benchmark gradagg_decode_copies_benchmark gradagg_quantize_benchmark gradagg gradagg_mpi_tests train
-  gradagg_nvlink_gpu_tests gradagg_nvlink_benchmark gradagg_device_gpu_tests gradagg_python_reference"
+binaries="gradagg_gpu_tests gradagg_cuda_quantize_benchmark gradagg_decode_copies_benchmark gradagg_quantize_benchmark
+  gradagg gradagg_mpi_tests train gradagg_nvlink_gpu_tests gradagg_nvlink_benchmark gradagg_device_gpu_tests
+  gradagg_python_reference"
 previous=""
 for option in "$@"; do
   [ "$previous" = --only ] && binaries=$option

@@ -23,9 +23,9 @@ template <typename T>
 __device__ inline uint4 LoadVector(const T* p) {
   return __ldcg(reinterpret_cast<const uint4*>(p));
 }
-// Through an intrinsic: as a plain assignment of a vector built from four floats, NVVM (CUDA 13.0) emitted four 4-byte
-// stores (the two-shot's stores to every rank had no vector store at all). The same split cost the quantizer's decode
-// into a peer's memory a third of its speed; the two-shot measured the same either way (4 H200s, 256 KiB - 16 MiB).
+// Through an intrinsic: as a plain assignment of a uint4 made from summed elements, NVVM (CUDA 13.0) emitted four
+// 4-byte stores (the two-shot's stores to every rank had no vector store at all). The same split cost the quantizer's
+// decode into a peer's memory a third of its speed; the two-shot measured the same either way (4 H200s, 2-4 MiB).
 template <typename T>
 __device__ inline void StoreVector(T* p, uint4 v) {
   __stcg(reinterpret_cast<uint4*>(p), v);

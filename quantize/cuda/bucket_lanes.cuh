@@ -51,9 +51,10 @@ __device__ inline void LoadGroup(const T* __restrict__ p, Group group, float (&o
 
 // How StoreGroup writes a whole group. kPlain: an assignment, which nvcc (CUDA 13.0) merged with the element-wise
 // branch into four 4-byte stores; they are cheap into this GPU's memory, but a warp's 4-byte stores 16 bytes apart
-// cross NVLink as partial writes (decoding into a peer's copy ran at 230-260 GB/s). kVector: one 16-byte store through
+// cross NVLink as partial writes (decoding into a peer's copy ran at 228-262 GB/s). kVector: one 16-byte store through
 // an intrinsic, the copy kernel's 360 GB/s (bench/results/gpu_aggregation/decode_copies_4xh100/). Stores into this
-// GPU's memory keep kPlain: with the intrinsic the 1-bit encoder spilled at the 48 registers five blocks per SM allow.
+// GPU's memory keep kPlain: with the intrinsic the 1-bit encoder spilled at the 48 registers five blocks per SM allow
+// (ptxas, decode_copies_4xh100/ptxas_encoder.txt).
 enum class WideStore { kPlain, kVector };
 
 // Stores values[0 .. group.valid) to p, converted to T.

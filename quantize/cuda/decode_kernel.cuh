@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/value_arrays.h"
 #include "quantize/cuda/bucket_decoder.cuh"
@@ -25,6 +26,7 @@ struct DecodeArgs {
 
 template <typename TOut, int kBits, bool kAccumulate, bool kCopies = false>
 __global__ void DecodeBucketsKernel(DecodeArgs<TOut> args) {
+  static_assert(!kCopies || std::is_same_v<TOut, float>, "copies are float32 (ValueCopies)");
   const size_t bucket = (static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarpSize;
   const int lane = static_cast<int>(threadIdx.x % kWarpSize);
   if (bucket >= args.table.buckets) return;

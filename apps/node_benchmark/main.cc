@@ -13,7 +13,6 @@
 //   mpirun -np G gradagg_node_benchmark -b 64K -e 256M -f 4 -n 20 -w 3
 #include <mpi.h>
 
-#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <cstring>
@@ -22,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/median.h"
 #include "apps/common/size_sweep.h"
 #include "mpi/mpi_error.h"
 #include "intra_node/ordered_sum.h"
@@ -57,12 +57,6 @@ struct Variant {
   std::vector<double> seconds{};
   size_t wrong = 0;
 };
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
 
 // Times and checks one size; returns the elements that came out wrong on this rank.
 size_t RunSize(MPI_Comm node, SharedWindowPhase& phase, const cli::SizeSweep& settings, size_t count) {
@@ -121,14 +115,14 @@ size_t RunSize(MPI_Comm node, SharedWindowPhase& phase, const cli::SizeSweep& se
       }
     }
   }
-  const double floor = Median(variants[4].seconds);
-  const double allreduce = Median(variants[2].seconds);
+  const double floor = cli::Median(variants[4].seconds);
+  const double allreduce = cli::Median(variants[2].seconds);
   const size_t wrong = variants[0].wrong + variants[1].wrong + variants[2].wrong + variants[3].wrong;
   if (rank != 0) return wrong;
   std::printf("%12zu %10zu", count * sizeof(float), count);
-  for (size_t v = 0; v < 4; ++v) std::printf(" %10.1f", 1e6 * Median(variants[v].seconds));
-  std::printf(" %10.1f %7.2f %7.2f %7.2f %6zu\n", 1e6 * floor, allreduce / Median(variants[0].seconds),
-              allreduce / Median(variants[1].seconds), floor / Median(variants[0].seconds), wrong);
+  for (size_t v = 0; v < 4; ++v) std::printf(" %10.1f", 1e6 * cli::Median(variants[v].seconds));
+  std::printf(" %10.1f %7.2f %7.2f %7.2f %6zu\n", 1e6 * floor, allreduce / cli::Median(variants[0].seconds),
+              allreduce / cli::Median(variants[1].seconds), floor / cli::Median(variants[0].seconds), wrong);
   return wrong;
 }
 

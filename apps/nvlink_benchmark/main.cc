@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/median.h"
 #include "apps/common/nccl_library.h"
 #include "apps/common/size_sweep.h"
 #include "apps/nvlink_benchmark/launch_floor.h"
@@ -103,9 +104,7 @@ double TimeCalls(const Settings& settings, cudaStream_t stream, Call call) {
   }
   GRADAGG_CUDA_CHECK(cudaEventDestroy(start));
   GRADAGG_CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(means.begin(), means.end());
-  const size_t middle = means.size() / 2;
-  return means.size() % 2 == 1 ? means[middle] : (means[middle - 1] + means[middle]) / 2;
+  return cli::Median(means);
 }
 
 size_t SumOverRanks(size_t mine) {

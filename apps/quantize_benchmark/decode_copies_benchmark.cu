@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/median.h"
 #include "common/cuda/cuda_error.h"
 #include "common/cuda/device_memory.h"
 #include "quantize/cuda/cuda_quantizer.h"
@@ -52,11 +53,6 @@ struct Gpu {
   cudaEvent_t start = nullptr, stop = nullptr;
   DeviceBuffer wire, values, residual, out;
 };
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 
@@ -138,7 +134,7 @@ int main(int argc, char** argv) {
       }
       if (r >= 2) us.push_back(slowest);  // two warm-ups
     }
-    const double median = Median(us);
+    const double median = gradagg::cli::Median(us);
     std::printf("%-40s %9.1f us %7.1f GB/s\n", name, median, count * sizeof(float) / median / 1e3);
   };
   // Both copies of GPU g's stripe must hold what a decode into one array writes.

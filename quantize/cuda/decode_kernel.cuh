@@ -36,24 +36,23 @@ __global__ void DecodeBucketsKernel(DecodeArgs<TOut> args) {
   TOut* __restrict__ out = kCopies ? nullptr : args.out + place.start;
   if (!decoder.finite() && lane == 0 && args.nonFinite != nullptr) atomicAdd(args.nonFinite, 1ull);
   // Copies may be peer GPUs' memory: their whole groups go as 16-byte stores (bucket_lanes.cuh, WideStore).
-  const auto store = [](TOut* p, Group group, const float (&values)[kGroup]) {
-    StoreGroup<TOut, kCopies ? WideStore::kVector : WideStore::kPlain>(p, group, values);
-  };
+  constexpr WideStore kWide = kCopies ? WideStore::kVector : WideStore::kPlain;
 #pragma unroll 4
   for (int base = kGroup * lane; base < length; base += kGroupStride) {
     const Group group = GroupAt(base, length, args.vector);
     float decoded[kGroup];
     decoder.Group(base, decoded);
     if constexpr (kCopies) {
-      for (int c = 0; c < args.copies.count; ++c) store(args.copies.at[c] + place.start + base, group, decoded);
+      for (int c = 0; c < args.copies.count; ++c)
+        StoreGroup<TOut, kWide>(args.copies.at[c] + place.start + base, group, decoded);
     } else if constexpr (kAccumulate) {
       float sum[kGroup];
       LoadGroup(out + base, group, sum);
 #pragma unroll
       for (int c = 0; c < kGroup; ++c) sum[c] = __fadd_rn(sum[c], decoded[c]);
-      store(out + base, group, sum);
+      StoreGroup<TOut, kWide>(out + base, group, sum);
     } else {
-      store(out + base, group, decoded);
+      StoreGroup<TOut, kWide>(out + base, group, decoded);
     }
   }
 }

@@ -7,7 +7,6 @@
 #include "aggregator/partition.h"
 #include "aggregator/stopwatch.h"
 #include "common/call_timeline.h"
-#include "mpi/ordered_exchange.h"
 
 namespace gradagg {
 namespace {
@@ -46,16 +45,6 @@ void CrossNodePhase::Reshape(const BucketLayout& layout) {
   stripeWire_ = backend.AllocateMessages(RoundUp(plan_.stripeWireBytes, alignment));
   ownWire_ = backend.AllocateMessages(ownSlotBytes_);
   received_ = backend.AllocateMessages(ownSlotBytes_ * position_.nodes);
-}
-
-std::vector<ElementRange> CrossNodePhase::ReadOrder(const BucketLayout& layout) {
-  Reshape(layout);
-  std::vector<ElementRange> order;
-  const auto nodes = static_cast<int>(position_.nodes);
-  for (int part : EntrySendingOrder(static_cast<int>(position_.node), nodes, plan_.parts.size()))
-    if (plan_.Owner(static_cast<size_t>(part)) != position_.node) order.push_back(plan_.parts[static_cast<size_t>(part)]);
-  order.push_back(plan_.own);
-  return order;
 }
 
 void CrossNodePhase::ResetResiduals() {

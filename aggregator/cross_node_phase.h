@@ -48,9 +48,6 @@ class CrossNodePhase {
   // Whether Aggregate reads the stripe's values only by quantizing them, so that it can take them as a sum of terms:
   // our own sub-stripe is quantized too (no exact term) and the bit width is a quantized one.
   bool TakesValueTerms() const { return quantizeOwnStripe_ && quantizer_.bits != kRawBits; }
-  // Local: the ranges of a stripe of this layout in the order Aggregate's quantizations read them (the parts in
-  // sending order, then our own sub-stripe), so that values pushed to the reader can arrive in that order.
-  std::vector<ElementRange> ReadOrder(const BucketLayout& layout);
 
   void ResetResiduals();
   // Local. What error feedback owes for the layout of the last call: r1 over the stripe, r2 over the sub-stripe we

@@ -41,13 +41,10 @@ void RunThreePhases(const ThreePhases& phases, const FlatBuffers& flat, const Bu
   //    Where phase 2 reads the stripe only to quantize it, the node may leave phases 1 and 3 to phase 2 instead: its
   //    quantizer adds the node's terms as it reads them (the same sums), and its decode writes our aggregated shard
   //    into every rank's gradient; no stripe is stored.
-  //    The node may push the peers' terms into `stripe` (then its inbox) in the order the quantizer reads them.
   ValueTerms terms;
   ValueCopies copies;
-  const bool leave = phases.cross != nullptr && phases.cross->TakesValueTerms() && !phases.keepStripeAt;
-  const bool inPhase2 =
-      leave && phases.node->LeavePhasesToPhase2(flat, shards, phases.cross->ReadOrder(stripeLayout), stripe, terms,
-                                                copies);
+  const bool inPhase2 = phases.cross != nullptr && phases.cross->TakesValueTerms() && !phases.keepStripeAt &&
+                        phases.node->LeavePhasesToPhase2(flat, shards, terms, copies);
   float* const inPlace = inPhase2 ? nullptr : phases.node->StripeInPlace(flat, shards);
   if (inPlace) stripe = inPlace;
   if (!inPhase2) phases.node->ReduceScatter(flat, shards, stripe);

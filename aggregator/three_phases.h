@@ -33,8 +33,7 @@ struct ThreePhases {
 };
 
 // `flat` is the call's gradient in the phases' memory; `stripe` this rank's stripe buffer (shards[local rank] of
-// the gradient, laid out as stripeLayout; unused without a node phase, when callLayout is the stripe's; at least the
-// node's ReaderInboxBytes, for the terms pushed when phases 1 and 3 are left to phase 2). Adds the
+// the gradient, laid out as stripeLayout; unused without a node phase, when callLayout is the stripe's). Adds the
 // phases' times, bytes and non-finite buckets to `stats`. With keepStripeAt, the rest of `flat` keeps this rank's
 // input.
 void RunThreePhases(const ThreePhases& phases, const FlatBuffers& flat, const BucketLayout& callLayout,

@@ -11,8 +11,6 @@ struct ElementRange {
   size_t begin = 0;
   size_t count = 0;
   size_t end() const { return begin + count; }
-  bool operator==(const ElementRange& other) const { return begin == other.begin && count == other.count; }
-  bool operator!=(const ElementRange& other) const { return !(*this == other); }
 };
 
 }  // namespace gradagg

@@ -69,9 +69,6 @@ GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
   }
   if (std::getenv("GRADAGG_NVLINK_PUSH_CHUNK") != nullptr)
     group.pushChunkBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_PUSH_CHUNK", 0));
-  group.pushTerms = ParseNumber("GRADAGG_NVLINK_PUSH_TERMS", group.pushTerms ? 1 : 0) != 0;
-  group.termChunkBytes = static_cast<size_t>(
-      ParseNumber("GRADAGG_NVLINK_TERM_CHUNK", static_cast<double>(group.termChunkBytes)));
   config.forcedGroupSize = static_cast<int>(ParseNumber("GRADAGG_NVLINK_GROUP_SIZE", config.forcedGroupSize));
   if (const char* path = std::getenv("GRADAGG_NVLINK_TOPOLOGY"); path != nullptr && *path != '\0') {
     std::ifstream file(path);
@@ -281,15 +278,10 @@ void GpuNode::ReduceScatter(const float* input, const std::vector<ElementRange>&
 }
 
 bool GpuNode::LeavePhasesToPhase2(const FlatBuffers& gradient, const std::vector<ElementRange>& shards,
-                                  const std::vector<ElementRange>& readOrder, float* inbox, ValueTerms& terms,
-                                  ValueCopies& copies) {
+                                  ValueTerms& terms, ValueCopies& copies) {
   if (!LeavesPhasesToPhase2()) return false;
-  peers_->LeaveToReader(gradient.Contiguous(), shards, readOrder, inbox, stream_, terms, copies);
+  peers_->LeaveToReader(gradient.Contiguous(), shards, stream_, terms, copies);
   return true;
-}
-
-size_t GpuNode::ReaderInboxBytes(const std::vector<ElementRange>& shards) const {
-  return LeavesPhasesToPhase2() ? peers_->TermsInboxBytes(shards) : 0;
 }
 
 void GpuNode::FinishGather() { peers_->FinishGather(stream_); }

@@ -52,7 +52,6 @@ struct GpuNodeConfig {
 // GRADAGG_NVLINK_STAGING (bytes), GRADAGG_NVLINK_TIMEOUT (seconds), GRADAGG_NVLINK_BLOCKS, GRADAGG_NVLINK_THREADS
 // (per block), GRADAGG_NVLINK_INTERLEAVED (0: one slice per block), GRADAGG_NVLINK_ALL_PUSH (1: all-push, 0: owners
 // pull; unset: by group size), GRADAGG_NVLINK_PUSH_CHUNK (bytes), GRADAGG_NVLINK_PEER_ORDER (0, 1, 2: PeerOrder),
-// GRADAGG_NVLINK_PUSH_TERMS (0: phase 2's quantizer pulls the peers' terms), GRADAGG_NVLINK_TERM_CHUNK (bytes),
 // GRADAGG_NVLINK_GROUP_SIZE, GRADAGG_NVLINK_TOPOLOGY, GRADAGG_NVLINK_HOST_BETWEEN_GROUPS, GRADAGG_NVLINK_SHARE_GPUS
 // (tests only), GRADAGG_NVLINK_SUM_IN_READER and GRADAGG_TRACE. Throws UsageError for a value that does not parse or
 // a topology file that cannot be read.
@@ -77,10 +76,8 @@ class GpuNode : public IntraNodePhase {
   }
   // On one fully connected group, unless GpuNodeConfig::sumInReader is off (LeavesPhasesToPhase2).
   bool LeavesPhasesToPhase2() const { return fullyConnected() && config_.sumInReader; }
-  bool LeavePhasesToPhase2(const FlatBuffers& gradient, const std::vector<ElementRange>& shards,
-                           const std::vector<ElementRange>& readOrder, float* inbox, ValueTerms& terms,
+  bool LeavePhasesToPhase2(const FlatBuffers& gradient, const std::vector<ElementRange>& shards, ValueTerms& terms,
                            ValueCopies& copies) override;
-  size_t ReaderInboxBytes(const std::vector<ElementRange>& shards) const override;
   void FinishGather() override;
   bool AllReduce(const FlatBuffers& gradient) override {
     AllReduce(gradient.Contiguous(), gradient.Contiguous(), gradient.size(), ElementType::kFloat32, stream_);

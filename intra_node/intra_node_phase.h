@@ -29,16 +29,10 @@ class IntraNodePhase {
   // quantizer: ReduceScatter's sums), and `copies` every local rank's gradient at this rank's shard, for a writer that
   // stores this rank's aggregated shard into all of them (AllGather's result). Collective over the node, like
   // ReduceScatter; returns false (having done nothing) where the phases must run. The terms hold until the copies are
-  // written; FinishGather must follow before the gradient is read. An implementation may move the peers' terms into
-  // `inbox` (this rank's memory of ReaderInboxBytes, registered like a stripe) while the reader runs, in `readOrder`
-  // (ranges of this rank's shard, relative to it): the terms then say when each part may be read.
-  virtual bool LeavePhasesToPhase2(const FlatBuffers&, const std::vector<ElementRange>&,
-                                   const std::vector<ElementRange>& /*readOrder*/, float* /*inbox*/, ValueTerms&,
-                                   ValueCopies&) {
+  // written; FinishGather must follow before the gradient is read.
+  virtual bool LeavePhasesToPhase2(const FlatBuffers&, const std::vector<ElementRange>&, ValueTerms&, ValueCopies&) {
     return false;
   }
-  // The inbox LeavePhasesToPhase2 takes for these shards (0: none).
-  virtual size_t ReaderInboxBytes(const std::vector<ElementRange>&) const { return 0; }
   // Collective: every rank's copies are written, and visible here.
   virtual void FinishGather() {}
   // Where ReduceScatter may leave this rank's stripe in the gradient itself (its shard, when that lies in one

@@ -117,10 +117,7 @@ std::string GpuPath::Describe() const {
               : "; one node: no inter-node phase";
   // As GpuNode::LeavePhasesToPhase2 and RunThreePhases decide (but for reduce-scatter-only calls).
   if (node_ && cross_ && node_->LeavesPhasesToPhase2() && cross_->TakesValueTerms())
-    text += node_->peers().pushesTerms()
-                ? "; phases 1 and 3 inside phase 2, the peers' terms pushed to the quantizer (GRADAGG_NVLINK_PUSH_TERMS=0:"
-                  " pulled; GRADAGG_NVLINK_SUM_IN_READER=0: through a stripe)"
-                : "; phases 1 and 3 inside phase 2 (GRADAGG_NVLINK_SUM_IN_READER=0: through a stripe)";
+    text += "; phases 1 and 3 inside phase 2 (GRADAGG_NVLINK_SUM_IN_READER=0: through a stripe)";
   return text;
 }
 
@@ -188,11 +185,7 @@ void GpuPath::Reshape(const BucketLayout& layout) {
   // Buffers only grow, and every rank decides alike (from the agreed size), so Register stays collective.
   constexpr size_t kMinBytes = 256;
   const size_t flatBytes = std::max(kMinBytes, elements * sizeof(float));
-  // The stripe doubles as the inbox of the terms pushed to phase 2's quantizer.
-  const size_t stripeBytes =
-      topology_.ranksPerNode() > 1
-          ? std::max({kMinBytes, largestShard * sizeof(float), cross_ ? node_->ReaderInboxBytes(shards_) : 0})
-          : 0;
+  const size_t stripeBytes = topology_.ranksPerNode() > 1 ? std::max(kMinBytes, largestShard * sizeof(float)) : 0;
   if (flatBytes > flat_.bytes() || stripeBytes > stripe_.bytes()) {
     ReleaseBuffers();
     flat_ = DeviceBuffer();

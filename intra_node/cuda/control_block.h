@@ -8,7 +8,6 @@ namespace gradagg::nvlink {
 
 constexpr int kMaxLocalRanks = 16;
 constexpr int kMaxBlocks = 512;
-constexpr int kMaxTermChunks = 64;  // chunks of a shard pushed to its reader (LeaveToReader)
 
 // In rank r's peer memory: arrived[b][p] is the last barrier epoch that local rank p's block b signalled to r, and
 // signature[b][p] what p's call looked like (size, type, operation), so a mismatched call is caught at the first
@@ -19,10 +18,6 @@ constexpr int kMaxTermChunks = 64;  // chunks of a shard pushed to its reader (L
 // results it has stored), pushSignature[s % 2][b][p] the call that round s belongs to. pushRounds[b] is r's own
 // count of rounds that its block b has run so far; only r touches it. failureClaimed is set by the first of r's
 // blocks that records a barrier failure (an atomic in r's own device memory: host memory may not take atomics).
-//
-// Terms pushed to their reader (PeerGroup::LeaveToReader): termsDelivered[p][c] is the last call whose chunk c of
-// r's shard local rank p has copied into r's terms inbox; termsFailed is claimed by r's first wait for them that timed
-// out.
 struct ControlBlock {
   uint64_t arrived[kMaxBlocks][kMaxLocalRanks];
   uint64_t signature[kMaxBlocks][kMaxLocalRanks];
@@ -30,9 +25,7 @@ struct ControlBlock {
   uint64_t pushConsumed[kMaxBlocks][kMaxLocalRanks];
   uint64_t pushSignature[2][kMaxBlocks][kMaxLocalRanks];
   uint64_t pushRounds[kMaxBlocks];
-  uint64_t termsDelivered[kMaxLocalRanks][kMaxTermChunks];
   int failureClaimed;
-  int termsFailed;
 };
 
 enum class BarrierFailure : int { kNone = 0, kTimeout = 1, kMismatch = 2 };

@@ -1,9 +1,31 @@
+#include <cuda.h>
+
 #include <cstring>
 
-#include "intra_node/cuda/driver_function.h"
+#include "common/cuda/cuda_error.h"
 #include "intra_node/cuda/ipc_memory.h"
 
 namespace gradagg::nvlink {
+namespace {
+
+// Driver functions through the runtime's entry-point query, so nothing links libcuda (CI has no driver).
+template <typename Function>
+Function DriverFunction(const char* name) {
+  void* function = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  GRADAGG_CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &function, 12000, cudaEnableDefault, &found));
+  if (found != cudaDriverEntryPointSuccess || function == nullptr)
+    throw CudaError(std::string("looking up driver function ") + name, cudaErrorSymbolNotFound, __FILE__, __LINE__);
+  return reinterpret_cast<Function>(function);
+}
+
+void CheckDriver(CUresult result, const char* what) {
+  if (result != CUDA_SUCCESS)
+    throw CudaError(std::string(what) + " (driver error " + std::to_string(static_cast<int>(result)) + ")",
+                    cudaErrorInvalidValue, __FILE__, __LINE__);
+}
+
+}  // namespace
 
 AllocationIdentity IdentifyAllocation(const void* pointer) {
   using GetAddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);

@@ -81,15 +81,6 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
     exported.offset += stagingOffset;
     exported.bytes = config_.stagingBytes;
   }
-
-  // 3. Pushed terms, where every rank's driver can write their flags.
-  if (config_.termChunkBytes < (1 << 20) || config_.termChunkBytes > (size_t{1} << 30))
-    throw UsageError("the pushed terms' chunk must be 1 MiB .. 1 GiB, not " + std::to_string(config_.termChunkBytes) +
-                     " bytes");
-  const char canPush = config_.pushTerms && ranks() > 1 && TermPusher::Supported(device_) ? 1 : 0;
-  const std::vector<char> everyone = AllGatherRecord(&canPush, 1);
-  config_.pushTerms = std::all_of(everyone.begin(), everyone.end(), [](char c) { return c == 1; });
-  if (config_.pushTerms) termPusher_ = std::make_unique<TermPusher>();
 }
 
 void PeerGroup::UnmapPeers() {
@@ -223,17 +214,7 @@ PeerGroup::Located PeerGroup::Locate(const void* buffer, size_t bytes, const cha
 void PeerGroup::ThrowIfFailed() const {
   const volatile BarrierStatus* status = status_.get();
   const int failure = status->failure;
-  if (failure == static_cast<int>(BarrierFailure::kNone)) {
-    if (termPusher_ && termPusher_->failure().term >= 0) {
-      const volatile TermArrivalFailure& lost = termPusher_->failure();
-      const int peer = lost.term;
-      throw PeerGroupError("local rank " + std::to_string(peer) + " (" + names_.at(peer) + ")'s pushed chunk " +
-                           std::to_string(lost.chunk) + " of call " + std::to_string(lost.epoch) +
-                           " never arrived within " + std::to_string(config_.timeoutSeconds) + " s, seen by " +
-                           names_[rank_]);
-    }
-    return;
-  }
+  if (failure == static_cast<int>(BarrierFailure::kNone)) return;
   const int peer = status->peer;
   const std::string who = "local rank " + std::to_string(peer) + " (" + names_.at(peer) + ")";
   const char* barriers[] = {"start barrier", "end barrier", "wait for pushed data", "wait for a free inbox"};
@@ -311,6 +292,14 @@ void PeerGroup::Reduce(const TwoShotCall& call, const std::vector<ElementRange>&
     LaunchTwoShot(call, type, stream);
   }
 }
+
+namespace {
+size_t LargestShard(const std::vector<ElementRange>& shards) {
+  size_t largest = 0;
+  for (const ElementRange& s : shards) largest = std::max(largest, s.count);
+  return largest;
+}
+}  // namespace
 
 void PeerGroup::ReduceScatter(const void* input, const std::vector<ElementRange>& shards, void* stripe,
                               ElementType type, cudaStream_t stream, const float* carry) {

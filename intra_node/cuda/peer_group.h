@@ -32,7 +32,6 @@
 #include "intra_node/cuda/control_block.h"
 #include "intra_node/cuda/ipc_memory.h"
 #include "intra_node/cuda/peer_order.h"
-#include "intra_node/cuda/term_pusher.h"
 
 namespace gradagg::nvlink {
 
@@ -78,11 +77,6 @@ struct PeerGroupConfig {
   size_t pushChunkBytes = kAutomatic;  // all-push inbox slot per block and peer, 16 KiB .. 1 MiB (by group size): the
                                        // largest chunk of a call of several rounds; a call of one may take two
   PeerOrder peerOrder = PeerOrder::kByGroupSize;  // two-shot blocks write to their peers in this order
-  // LeaveToReader with an inbox: each peer's terms are copied into the reader's inbox by the copy engines while the
-  // reader runs (NVLink writes), instead of the reader pulling them (NVLink reads: ~250 GB/s against ~350 on 4 H100s).
-  // Used only where every rank's driver writes flags from a stream.
-  bool pushTerms = true;
-  size_t termChunkBytes = 8 << 20;  // pushed terms go in chunks of this many bytes (1 MiB .. 1 GiB), at most 64
 };
 
 class PeerGroup {
@@ -126,17 +120,9 @@ class PeerGroup {
   // every rank. The terms stay unchanged until they are overwritten with the copies: no peer writes into this rank's
   // shard, and each writes its own shard only after its reads of it. FinishGather, after the last copy is written,
   // waits until every peer has written its copies here.
-  // With an `inbox` (registered, TermsInboxBytes long on every rank; where pushesTerms()), the peers' terms are in
-  // this rank's inbox instead, copied there chunk by chunk while the reader runs, in the order of `readOrder` (ranges
-  // of this rank's shard, relative to it; chunks it leaves out come last): terms.arrival tells the reader when each
-  // chunk is there.
-  void LeaveToReader(const void* gradient, const std::vector<ElementRange>& shards,
-                     const std::vector<ElementRange>& readOrder, void* inbox, cudaStream_t stream, ValueTerms& terms,
-                     ValueCopies& copies);
+  void LeaveToReader(const void* gradient, const std::vector<ElementRange>& shards, cudaStream_t stream,
+                     ValueTerms& terms, ValueCopies& copies);
   void FinishGather(cudaStream_t stream);
-  // Whether LeaveToReader pushes the terms (the same on every rank), and the inbox it then needs for these shards.
-  bool pushesTerms() const { return static_cast<bool>(termPusher_); }
-  size_t TermsInboxBytes(const std::vector<ElementRange>& shards) const;
   // Every rank's stripe lands at its shard of `output` on every rank. Both buffers registered.
   void AllGather(const void* stripe, const std::vector<ElementRange>& shards, void* output, ElementType type,
                  cudaStream_t stream);
@@ -200,10 +186,6 @@ class PeerGroup {
   int PacketBlocks(size_t pairs) const;
   void PacketTwoShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
   void Staged(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
-  // LeaveToReader's pushes: each peer's chunks of its shard from this rank's gradient into its inbox.
-  size_t TermChunkElements(size_t largestShard) const;
-  void PushTerms(const Located& gradient, const Located& inbox, const std::vector<ElementRange>& shards,
-                 const std::vector<ElementRange>& readOrder, cudaStream_t stream);
 
   int rank_;
   std::vector<std::string> names_;
@@ -229,9 +211,6 @@ class PeerGroup {
   BarrierStatus* statusOnDevice_ = nullptr;
   uint64_t calls_ = 0;
   bool unmapped_ = false;
-  std::unique_ptr<TermPusher> termPusher_;  // where the terms are pushed
-  std::vector<ElementRange> orderShards_;   // the shards the chunk orders below were gathered for
-  std::vector<std::vector<int>> chunkOrders_;  // every rank's order of reading its shard's chunks
   uint64_t signature_ = 0;
 };
 

@@ -1,18 +1,15 @@
 // What the peer group's files share (peer_group.cu, one_shot_launch.cu, two_shot_launch.cu, all_push_launch.cu,
-// staged_allreduce.cu): the layout of a rank's scratch memory, call signatures, the largest shard, the device guard and the dispatch on
+// staged_allreduce.cu): the layout of a rank's scratch memory, call signatures, the device guard and the dispatch on
 // the group size. Internal to intra_node/cuda.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
-#include <vector>
 
 #include "common/cuda/cuda_error.h"
-#include "common/element_range.h"
 #include "intra_node/cuda/control_block.h"
 
 namespace gradagg::nvlink {
@@ -23,12 +20,6 @@ constexpr size_t kAlignment = 256;
 constexpr size_t kControlBytes = RoundUp(sizeof(ControlBlock), kAlignment);  // where the inboxes start
 
 inline bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-inline size_t LargestShard(const std::vector<ElementRange>& shards) {
-  size_t largest = 0;
-  for (const ElementRange& s : shards) largest = std::max(largest, s.count);
-  return largest;
-}
 
 // What a call looks like, for the first barrier to compare across ranks.
 inline uint64_t Mix(uint64_t hash, uint64_t value) {

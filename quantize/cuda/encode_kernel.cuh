@@ -1,7 +1,6 @@
 // Encode with error feedback, one warp per bucket, in one pass over values and residual.
 //
-//   0. find the bucket's place in the run (bucket_table.h); with terms that peers push meanwhile, wait for the
-//      bucket's chunks of them (term_arrival.cuh);
+//   0. find the bucket's place in the run (bucket_table.h);
 //   1. load v = values (or a sum with decoded wire images, or of several arrays: EncodeInput) + residual for the
 //      bucket into registers (512 elements: 4 groups of 4 per lane; larger buckets are swept in 512-element chunks,
 //      reloaded per pass);
@@ -19,7 +18,6 @@
 #include "quantize/cuda/bucket_decoder.cuh"
 #include "quantize/cuda/bucket_lanes.cuh"
 #include "quantize/cuda/bucket_table.h"
-#include "quantize/cuda/term_arrival.cuh"
 #include "quantize/sum_term.h"
 
 namespace gradagg::cuda_detail {
@@ -72,7 +70,6 @@ __global__ void __launch_bounds__(kBlockThreads, kEncodeMinBlocks<kMode, kInput>
   constexpr bool kWireAddend = kInput == EncodeInput::kValuesPlusWire || kInput == EncodeInput::kWirePlusWire;
   const auto firstTerm = DecoderIf<kBits, kInput == EncodeInput::kWirePlusWire>(args.first, place.wire);
   const auto addend = DecoderIf<kBits, kWireAddend>(args.addend, place.wire);
-  if constexpr (kInput == EncodeInput::kTerms) AwaitTerms(args.terms.arrival, args.terms.count, start, start + length);
 
   // 1. v = values (+ addend) + residual, one chunk at a time (once for buckets of up to 512 elements).
   float v[kEncodeGroups][kGroup];

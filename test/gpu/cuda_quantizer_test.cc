@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
@@ -15,7 +14,6 @@
 #include <limits>
 #include <random>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -413,76 +411,6 @@ TEST_F(CudaQuantizerTest, TermsAndCopiesOfNoArraysTooManyOrThirtyTwoBitsAreRefus
     }
   }
   GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
-}
-
-// Terms pushed while the encoder runs (TermArrival): the second term's chunks and their flags land 50 ms after the
-// launch, by copies on another stream; the encoder waits for them and writes the bytes of the terms all in place.
-// A flag that never comes: the wait gives up after its timeout, records the term and chunk, and the kernel ends.
-TEST_F(CudaQuantizerTest, TermsWaitForTheirPushedChunksAndGiveUpAtTheDeadline) {
-  const size_t count = 40000, chunk = 4096;  // 10 chunks, the last partial
-  const size_t chunks = (count + chunk - 1) / chunk;
-  const std::vector<float> first = RandomNormal(count, 31), second = RandomNormal(count, 32);
-  const DeviceBuffer firstOnGpu = DeviceBuffer::From(first), secondOnGpu(count * sizeof(float));
-  const CudaQuantizer gpu(ConfigOf(Mode{1, false}, 512));
-  const DeviceBucketLayout layout = gpu.Uniform(count);
-  const size_t wireBytes = gpu.WireBytes(count);
-  ValueTerms terms;
-  terms.count = 2;
-  terms.at[0] = firstOnGpu.as<float>();
-  terms.at[1] = secondOnGpu.as<float>();
-
-  // What the encoder must write: both terms in place before it starts.
-  const DeviceBuffer secondInPlace = DeviceBuffer::From(second), expectedWire(wireBytes);
-  ValueTerms inPlace = terms;
-  inPlace.at[1] = secondInPlace.as<float>();
-  gpu.EncodeTerms(inPlace, nullptr, layout, expectedWire.get(), stream_);
-
-  DeviceBuffer flags(2 * chunks * sizeof(unsigned long long)), claim(sizeof(int));
-  GRADAGG_CUDA_CHECK(cudaMemset(flags.get(), 0, flags.bytes()));
-  GRADAGG_CUDA_CHECK(cudaMemset(claim.get(), 0, claim.bytes()));
-  GRADAGG_CUDA_CHECK(cudaMemset(secondOnGpu.get(), 0xff, secondOnGpu.bytes()));  // NaN until pushed
-  TermArrivalFailure* failure = nullptr;
-  GRADAGG_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&failure), sizeof(TermArrivalFailure), cudaHostAllocMapped));
-  failure->term = -1;
-  TermArrivalFailure* failureOnGpu = nullptr;
-  GRADAGG_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&failureOnGpu), failure, 0));
-  terms.arrival = {flags.as<unsigned long long>(), static_cast<int>(chunks), 0, 7, chunk, 0, 20000000000ull,
-                   claim.as<int>(), failureOnGpu};
-
-  cudaStream_t pusher = nullptr;
-  GRADAGG_CUDA_CHECK(cudaStreamCreateWithFlags(&pusher, cudaStreamNonBlocking));
-  const DeviceBuffer wire(wireBytes);
-  GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  gpu.EncodeTerms(terms, nullptr, layout, wire.get(), stream_);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  const unsigned long long epoch = 7;
-  for (size_t c = chunks; c-- > 0;) {  // last chunk first
-    const size_t begin = c * chunk, n = std::min(chunk, count - begin);
-    GRADAGG_CUDA_CHECK(cudaMemcpyAsync(secondOnGpu.as<float>() + begin, second.data() + begin, n * sizeof(float),
-                                       cudaMemcpyHostToDevice, pusher));
-    GRADAGG_CUDA_CHECK(cudaMemcpyAsync(flags.as<unsigned long long>() + chunks + c, &epoch, sizeof epoch,
-                                       cudaMemcpyHostToDevice, pusher));
-  }
-  GRADAGG_CUDA_CHECK(cudaStreamSynchronize(pusher));
-  GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  EXPECT_EQ(wire.ToHost<uint8_t>(wireBytes), expectedWire.ToHost<uint8_t>(wireBytes));
-  EXPECT_EQ(failure->term, -1);
-
-  // Chunk 3 of the second term never comes (its flag from an earlier call): one timeout of 10 ms, then no waits.
-  const unsigned long long earlier = 6;
-  GRADAGG_CUDA_CHECK(cudaMemcpy(flags.as<unsigned long long>() + chunks + 3, &earlier, sizeof earlier,
-                                cudaMemcpyHostToDevice));
-  terms.arrival.timeoutNs = 10000000;
-  const auto start = std::chrono::steady_clock::now();
-  gpu.EncodeTerms(terms, nullptr, layout, wire.get(), stream_);
-  GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
-  EXPECT_EQ(failure->term, 1);
-  EXPECT_EQ(failure->chunk, 3u);
-  EXPECT_EQ(failure->epoch, 7u);
-  EXPECT_EQ(claim.ToHost<int>(1)[0], 1);
-  GRADAGG_CUDA_CHECK(cudaStreamDestroy(pusher));
-  GRADAGG_CUDA_CHECK(cudaFreeHost(failure));
 }
 
 TEST_F(CudaQuantizerTest, MatchesTheCpuAtTenToTheEighthElements) {

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -232,75 +231,43 @@ TEST_F(GpuNodeTest, ReduceScatterAndAllGatherOfUnequalShards) {
 
 // Phases 1 and 3 left to the reader: after the start barrier every term is rank p's input at this rank's shard; what
 // each rank writes into its copies (here the rank-order sum of its shard, by cudaMemcpy) is every rank's gradient
-// once FinishGather has run. Pulled (no inbox), then pushed into an inbox in 1 MiB chunks, the reader's order the
-// shard's second half first: once every rank's device is idle every term is in the inbox and every chunk's flag
-// holds the call.
+// once FinishGather has run.
 TEST_F(GpuNodeTest, PhasesLeftToTheReaderHandOutEveryRanksShardAndGatherTheCopies) {
-  GpuNodeConfig config = Config(0);
-  config.group.termChunkBytes = 1 << 20;  // GRADAGG_NVLINK_TERM_CHUNK
-  GpuNode node(MPI_COMM_WORLD, config);
+  GpuNode node(MPI_COMM_WORLD, Config(0));
   const int ranks = WorldSize(), me = WorldRank();
   const ElementType type = ElementType::kFloat32;
-  const size_t count = (3 << 20) + 3, bytes = sizeof(float);
+  const size_t count = 100003, bytes = sizeof(float);
   std::vector<ElementRange> shards;
   for (int r = 0; r < ranks; ++r) shards.push_back({count * r / ranks, count * (r + 1) / ranks - count * r / ranks});
-  size_t largest = 0;
-  for (const ElementRange& shard : shards) largest = std::max(largest, shard.count);
   DeviceBuffer gradient(count * bytes);
-  const size_t inboxBytes = node.ReaderInboxBytes(shards);
-  EXPECT_EQ(inboxBytes, node.peers().pushesTerms() ? (ranks - 1) * largest * bytes : 0);
-  DeviceBuffer inbox(std::max<size_t>(inboxBytes, 256));
   node.Register(gradient.get(), gradient.bytes());
-  node.Register(inbox.get(), inbox.bytes());
-  const ElementRange shard = shards[me];
-  const std::vector<ElementRange> readOrder = {{shard.count / 2, shard.count - shard.count / 2}, {0, shard.count / 2}};
-  for (const bool push : {false, true}) {
-    if (push && !node.peers().pushesTerms()) continue;
-    for (const uint32_t seed : {700u, 701u}) {  // twice: the second call's barriers follow the first's
-      const std::vector<uint8_t> mine = InputBits(count, type, me, seed);
-      ASSERT_EQ(cudaMemcpy(gradient.get(), mine.data(), mine.size(), cudaMemcpyHostToDevice), cudaSuccess);
-      node.UseStream(stream_);
-      const FlatBuffers flat({FloatSpan{gradient.as<float>(), count}});
-      ValueTerms terms;
-      ValueCopies copies;
-      ASSERT_TRUE(node.LeavePhasesToPhase2(flat, shards, readOrder, push ? inbox.as<float>() : nullptr, terms, copies));
-      ASSERT_EQ(terms.count, ranks);
-      ASSERT_EQ(copies.count, ranks);
-      ASSERT_EQ(terms.arrival.flags != nullptr, push);
-      if (push) {  // every push done: each rank waits for its own, then for everyone
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        MPI_Barrier(MPI_COMM_WORLD);
-        const size_t chunks = (shard.count + terms.arrival.chunk - 1) / terms.arrival.chunk;
-        EXPECT_EQ(terms.arrival.chunk, size_t{1} << 18);
-        for (int p = 0; p < ranks; ++p) {
-          if (p == me) continue;
-          std::vector<unsigned long long> flags(chunks);
-          ASSERT_EQ(cudaMemcpy(flags.data(), terms.arrival.flags + p * terms.arrival.stride, chunks * 8,
-                               cudaMemcpyDeviceToHost),
-                    cudaSuccess);
-          for (size_t c = 0; c < chunks; ++c) EXPECT_EQ(flags[c], terms.arrival.epoch) << "term " << p << " chunk " << c;
-          EXPECT_GE(static_cast<const void*>(terms.at[p]), inbox.get()) << "term " << p << " in the inbox";
-        }
-      }
-      for (int p = 0; p < ranks; ++p) {
-        std::vector<uint8_t> term(shard.count * bytes);
-        ASSERT_EQ(cudaMemcpyAsync(term.data(), terms.at[p], term.size(), cudaMemcpyDefault, stream_), cudaSuccess);
-        ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-        const std::vector<uint8_t> input = InputBits(count, type, p, seed);
-        EXPECT_EQ(0, std::memcmp(term.data(), input.data() + shard.begin * bytes, term.size()))
-            << "term " << p << (push ? ", pushed" : ", pulled");
-      }
-      const std::vector<uint8_t> sum = RankOrderSum(shard.begin, shard.count, type, ranks, seed, count);
-      for (int p = 0; p < ranks; ++p)
-        ASSERT_EQ(cudaMemcpyAsync(copies.at[p], sum.data(), sum.size(), cudaMemcpyDefault, stream_), cudaSuccess);
-      node.FinishGather();
+  for (const uint32_t seed : {700u, 701u}) {  // twice: the second call's barriers follow the first's
+    const std::vector<uint8_t> mine = InputBits(count, type, me, seed);
+    ASSERT_EQ(cudaMemcpy(gradient.get(), mine.data(), mine.size(), cudaMemcpyHostToDevice), cudaSuccess);
+    node.UseStream(stream_);
+    const FlatBuffers flat({FloatSpan{gradient.as<float>(), count}});
+    ValueTerms terms;
+    ValueCopies copies;
+    ASSERT_TRUE(node.LeavePhasesToPhase2(flat, shards, terms, copies));
+    ASSERT_EQ(terms.count, ranks);
+    ASSERT_EQ(copies.count, ranks);
+    const ElementRange shard = shards[me];
+    for (int p = 0; p < ranks; ++p) {
+      std::vector<uint8_t> term(shard.count * bytes);
+      ASSERT_EQ(cudaMemcpyAsync(term.data(), terms.at[p], term.size(), cudaMemcpyDefault, stream_), cudaSuccess);
       ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-      node.ThrowIfFailed();
-      const std::vector<uint8_t> gathered = gradient.ToHost<uint8_t>(count * bytes);
-      EXPECT_EQ(gathered, RankOrderSum(0, count, type, ranks, seed, count)) << seed << (push ? ", pushed" : "");
+      const std::vector<uint8_t> input = InputBits(count, type, p, seed);
+      EXPECT_EQ(0, std::memcmp(term.data(), input.data() + shard.begin * bytes, term.size())) << "term " << p;
     }
+    const std::vector<uint8_t> sum = RankOrderSum(shard.begin, shard.count, type, ranks, seed, count);
+    for (int p = 0; p < ranks; ++p)
+      ASSERT_EQ(cudaMemcpyAsync(copies.at[p], sum.data(), sum.size(), cudaMemcpyDefault, stream_), cudaSuccess);
+    node.FinishGather();
+    ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    node.ThrowIfFailed();
+    const std::vector<uint8_t> gathered = gradient.ToHost<uint8_t>(count * bytes);
+    EXPECT_EQ(gathered, RankOrderSum(0, count, type, ranks, seed, count)) << seed;
   }
-  node.Deregister(inbox.get());
   node.Deregister(gradient.get());
 }
 
@@ -330,8 +297,7 @@ TEST_F(GpuNodeTest, APeerLateToThePhasesLeftToTheReaderFailsEveryRank) {
     ValueTerms terms;
     ValueCopies copies;
     ASSERT_TRUE(
-        node.LeavePhasesToPhase2(FlatBuffers({FloatSpan{gradient.as<float>(), count}}), shards, {}, nullptr, terms,
-                                 copies));
+        node.LeavePhasesToPhase2(FlatBuffers({FloatSpan{gradient.as<float>(), count}}), shards, terms, copies));
     if (!late) {
       const auto sleep = [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(800)); };
       ASSERT_EQ(cudaLaunchHostFunc(stream_, sleep, nullptr), cudaSuccess);

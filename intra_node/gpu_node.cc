@@ -53,6 +53,7 @@ GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
     group.oneShotMaxBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_ONE_SHOT_MAX", 0));
   if (std::getenv("GRADAGG_NVLINK_PACKET_MAX") != nullptr)
     group.packetMaxBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_PACKET_MAX", 0));
+  group.packetLines = ParseNumber("GRADAGG_NVLINK_PACKET_LINES", group.packetLines ? 1 : 0) != 0;
   group.stagingBytes =
       static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_STAGING", static_cast<double>(group.stagingBytes)));
   group.timeoutSeconds = ParseNumber("GRADAGG_NVLINK_TIMEOUT", group.timeoutSeconds);

@@ -68,6 +68,7 @@ enum class Reduction { kByGroupSize, kAllPush, kPull };
 struct PeerGroupConfig {
   size_t oneShotMaxBytes = kAutomatic;  // allreduce at or below this: one-shot (kAutomatic: by group size)
   size_t packetMaxBytes = kAutomatic;   // above the one-shot, at or below this: packet two-shot (0: never)
+  bool packetLines = false;  // the packet two-shot in 128-byte lines (line_packets.cuh) instead of 8-byte packets
   size_t stagingBytes = 64 << 20;       // per rank, for two-shot allreduce of unregistered buffers
   double timeoutSeconds = 60.0;         // a barrier waiting longer reports the peer that never came
   int blocks = 0;  // two-shot blocks; 0: all-push one per multiprocessor, pulled by group size (2: one per SM, 4: 32)

@@ -62,6 +62,37 @@ TEST_F(GpuNodeTest, PacketTwoShotAllReduceIsTheRankOrderSum) {
   }
 }
 
+// The packet two-shot in 128-byte lines (GRADAGG_NVLINK_PACKET_LINES=1): every type, size and alignment as above,
+// then (the next test) 300 calls in a row at sizes of 1 to 4000 lines a shard, each checked element by element, for
+// any line read before all of it had landed.
+TEST_F(GpuNodeTest, LineTwoShotAllReduceIsTheRankOrderSum) {
+  GpuNodeConfig config = Config(0);
+  config.group.packetMaxBytes = 4 << 20;  // GRADAGG_NVLINK_PACKET_MAX: every size below takes the line two-shot
+  config.group.packetLines = true;
+  GpuNode node(MPI_COMM_WORLD, config);
+  uint32_t seed = 60;
+  for (ElementType type : kTypes)
+    for (bool registered : {false, true})
+      for (size_t count : kCounts) CheckAllReduce(node, {count, type, 0, 0}, registered, ++seed, stream_);
+  for (ElementType type : kTypes) {
+    CheckAllReduce(node, {100003, type, 1, 3}, false, ++seed, stream_);
+    CheckAllReduce(node, {100003, type, 3, SIZE_MAX}, false, ++seed, stream_);
+    CheckAllReduce(node, {5, type, 1, SIZE_MAX}, false, ++seed, stream_);
+  }
+}
+
+TEST_F(GpuNodeTest, LineTwoShotManyCallsInARowNeverReadAPartLine) {
+  GpuNodeConfig config = Config(0);
+  config.group.packetMaxBytes = 4 << 20;
+  config.group.packetLines = true;
+  GpuNode node(MPI_COMM_WORLD, config);
+  uint32_t seed = 70;
+  for (int call = 0; call < 300 && !HasFailure(); ++call) {
+    const size_t count = call % 3 == 0 ? 65536 : (call % 3 == 1 ? 524288 : 31 * 4 * (call + 1) + 7);
+    CheckAllReduce(node, {count, ElementType::kFloat32, 0, 0}, false, ++seed, stream_);
+  }
+}
+
 TEST_F(GpuNodeTest, PacketTwoShotBetweenOtherPathsAndItsLimit) {
   GpuNodeConfig config = Config(64 << 10);
   config.group.packetMaxBytes = 1 << 20;

@@ -53,7 +53,8 @@ GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
     group.oneShotMaxBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_ONE_SHOT_MAX", 0));
   if (std::getenv("GRADAGG_NVLINK_PACKET_MAX") != nullptr)
     group.packetMaxBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_PACKET_MAX", 0));
-  group.packetLines = ParseNumber("GRADAGG_NVLINK_PACKET_LINES", group.packetLines ? 1 : 0) != 0;
+  if (std::getenv("GRADAGG_NVLINK_LINE_MAX") != nullptr)
+    group.lineMaxBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_LINE_MAX", 0));
   group.stagingBytes =
       static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_STAGING", static_cast<double>(group.stagingBytes)));
   group.timeoutSeconds = ParseNumber("GRADAGG_NVLINK_TIMEOUT", group.timeoutSeconds);
@@ -228,7 +229,8 @@ bool GpuNode::RegisteredAlike(const void* buffer, size_t bytes) {
 
 size_t GpuNode::AnyBufferMaxBytes() const {
   if (!fullyConnected()) return ~size_t{0};
-  return std::max(peers_->config().oneShotMaxBytes, peers_->config().packetMaxBytes);
+  const nvlink::PeerGroupConfig& config = peers_->config();
+  return std::max({config.oneShotMaxBytes, config.packetMaxBytes, config.lineMaxBytes});
 }
 
 nvlink::PeerGroup& GpuNode::peers() {

@@ -28,6 +28,7 @@ GroupLink::GroupLink(MPI_Comm pair, std::vector<std::string> names, bool direct,
   nvlink::PeerGroupConfig linkConfig = config;
   linkConfig.oneShotMaxBytes = 0;
   linkConfig.packetMaxBytes = 0;
+  linkConfig.lineMaxBytes = 0;
   linkConfig.stagingBytes = 0;
   linkConfig.reduction = nvlink::Reduction::kPull;
   peers_ = std::make_unique<nvlink::PeerGroup>(pair_.rank(), names_,

@@ -1,12 +1,10 @@
 // Packet two-shot allreduce for mid-sized messages on more than two GPUs: a reduce-scatter and an all-gather in
 // low-latency packets through the inboxes, one kernel, any buffer (packet_two_shot_kernel.cuh).
-#include <algorithm>
 #include <string>
 
 #include "gradagg/errors.h"
 #include "common/cuda/cuda_error.h"
 #include "common/cuda/element_convert.cuh"
-#include "intra_node/cuda/line_two_shot_kernel.cuh"
 #include "intra_node/cuda/packet_two_shot_kernel.cuh"
 #include "intra_node/cuda/peer_group.h"
 #include "intra_node/cuda/peer_group_internal.h"
@@ -15,44 +13,16 @@ namespace gradagg::nvlink {
 
 size_t DefaultPacketMaxBytes(int ranks) {
   // Above the one-shot, where the two-shot's two barriers cost more than its bytes: on 4 H100s the two-shot took 15.0
-  // us at 512 KiB against NCCL's 14.1 (bench/NOTES.md, section 5). Two GPUs: the one-shot sends one copy, as few
-  // bytes as this path, in one crossing instead of two. Eight: not measured.
-  return ranks > 2 && ranks <= 4 ? (1 << 20) : 0;
+  // us at 512 KiB against NCCL's 14.1 (bench/NOTES.md, section 5); above 256 KiB the line two-shot is faster (10.3
+  // against 10.8 us at 512 KiB, 12.3 against 16.3 at 1 MiB). Two GPUs: the one-shot sends one copy, as few bytes as
+  // this path, in one crossing instead of two. Eight: not measured.
+  return ranks > 2 && ranks <= 4 ? (256 << 10) : 0;
 }
 
 size_t PacketShardPairs(size_t bytes, int ranks) { return (bytes + 8 * ranks - 1) / (8 * ranks); }
 
-namespace {
-
-constexpr int kLineThreads = 128;  // 4 warps a block: at 256 KiB on 4 GPUs, 34 blocks
-
-// Lines (31 data words each) in each of `ranks` shards of a line two-shot of `bytes`.
-size_t LineShardLines(size_t bytes, int ranks) {
-  const size_t shardWords = (((bytes + 3) / 4) + ranks - 1) / ranks;
-  return (shardWords + device::kLineWords - 1) / device::kLineWords;
-}
-
-}  // namespace
-
 void PeerGroup::PacketTwoShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
   if (count == 0) return;  // nothing moves, so no call is counted: every rank skips it alike
-  const size_t slotPairs = inboxHalfBytes_ / ranks() / sizeof(uint4);
-  const size_t lines = LineShardLines(count * ElementBytes(type), ranks());
-  if (config_.packetLines && device::kLineVectors * (1 + 2 * lines) <= slotPairs) {
-    StartCall(Mix(Mix(10, static_cast<uint64_t>(type)), count));
-    device::LineTwoShotArgs args{};
-    FillPacketArgs(args.packets, input, output, count);
-    args.shardLines = lines;
-    const size_t warps = (lines + device::kLinesPerWarp - 1) / device::kLinesPerWarp;
-    const int blocks = static_cast<int>(std::clamp<size_t>((warps * 32 + kLineThreads - 1) / kLineThreads, 1,
-                                                           std::min(kMaxBlocks, 2 * multiprocessors_)));
-    cuda_detail::WithElementType(type, [&](auto element) {
-      using T = decltype(element);
-      device::LineTwoShotKernel<T><<<blocks, kLineThreads, 0, stream>>>(args);
-      GRADAGG_CUDA_CHECK_LAUNCH("LineTwoShotKernel");
-    });
-    return;
-  }
   const size_t shardPairs = PacketShardPairs(count * ElementBytes(type), ranks());
   if (1 + 2 * shardPairs > inboxHalfBytes_ / ranks() / sizeof(uint4))
     throw UsageError("a packet two-shot of " + std::to_string(count * ElementBytes(type)) +

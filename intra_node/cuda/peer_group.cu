@@ -40,14 +40,20 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
 
   // 1. This rank's peer memory, control block zeroed before any peer can see it.
   // An inbox slot holds the signature packet and one 8-byte packet per 4 bytes of data: the one-shot's whole message,
-  // or the packet two-shot's part of a shard and the sender's own shard's results.
+  // or the packet two-shot's part of a shard and the sender's own shard's results; or the same two in lines.
   if (config_.oneShotMaxBytes == kAutomatic) config_.oneShotMaxBytes = DefaultOneShotMaxBytes(ranks());
   if (config_.packetMaxBytes == kAutomatic) config_.packetMaxBytes = DefaultPacketMaxBytes(ranks());
+  if (config_.lineMaxBytes == kAutomatic) config_.lineMaxBytes = DefaultLineMaxBytes(ranks());
   if (config_.packetMaxBytes > (16 << 20))  // its inbox: four times as many bytes, twice (call parity)
     throw UsageError("the packet two-shot reaches 16 MiB at most, not " + std::to_string(config_.packetMaxBytes) +
                      " bytes");
-  const size_t slotPairs = std::max((std::max<size_t>(config_.oneShotMaxBytes, 16) + 7) / 8 + 2,
-                                    1 + 2 * PacketShardPairs(config_.packetMaxBytes, ranks()));
+  if (config_.lineMaxBytes > (16 << 20))
+    throw UsageError("the line two-shot reaches 16 MiB at most, not " + std::to_string(config_.lineMaxBytes) +
+                     " bytes");
+  // A line slot: its first 128 bytes for the signature, then a shard's lines twice (data, results).
+  const size_t linePairs = config_.lineMaxBytes > 0 ? 8 * (1 + 2 * LineShardLines(config_.lineMaxBytes, ranks())) : 0;
+  const size_t slotPairs = std::max({(std::max<size_t>(config_.oneShotMaxBytes, 16) + 7) / 8 + 2,
+                                     1 + 2 * PacketShardPairs(config_.packetMaxBytes, ranks()), linePairs});
   inboxHalfBytes_ = RoundUp(slotPairs * 16, kAlignment) * ranks();
   // The push inbox: [round parity][block][sender] chunks.
   // All-push blocks: one per multiprocessor unless set. On 2 H200s a block pushed about 10 GB/s whatever it did, so
@@ -261,6 +267,8 @@ void PeerGroup::AllReduce(const void* input, void* output, size_t count, Element
     OneShot(input, output, count, type, stream);
   } else if (bytes <= config_.packetMaxBytes) {
     PacketTwoShot(input, output, count, type, stream);
+  } else if (bytes <= config_.lineMaxBytes) {
+    LineTwoShot(input, output, count, type, stream);
   } else if (Find(input, bytes, in) == Lookup::kFound && Find(output, bytes, out) == Lookup::kFound) {
     CheckPeerBounds(in, bytes, "the allreduce input");
     CheckPeerBounds(out, bytes, "the allreduce output");

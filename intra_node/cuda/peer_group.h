@@ -8,6 +8,7 @@
 //   buffer;
 // - packet two-shot allreduce (bytes <= packetMaxBytes): a reduce-scatter and an all-gather, both in packets through
 //   the same inboxes, one kernel, no barrier, any buffer;
+// - line two-shot allreduce (bytes <= lineMaxBytes): the same in 128-byte lines, 31 data words in 32;
 // - two-shot allreduce and reduce-scatter on registered buffers: all-push (each rank writes its peers' parts into
 //   their inboxes, owners sum locally and write the results), or pulled from the peers' inputs, as
 //   PeerGroupConfig::reduction chooses by group and size, and wherever a shard is not 16-byte aligned on every rank;
@@ -54,6 +55,10 @@ constexpr size_t kAutomatic = ~size_t{0};
 size_t DefaultOneShotMaxBytes(int ranks);
 // The packet two-shot's upper threshold when none is given (0: that path off).
 size_t DefaultPacketMaxBytes(int ranks);
+// The line two-shot's upper threshold when none is given (0: that path off).
+size_t DefaultLineMaxBytes(int ranks);
+// 128-byte lines (31 data words) in each of `ranks` shards of a line two-shot of `bytes`.
+size_t LineShardLines(size_t bytes, int ranks);
 // Data pairs (8 bytes) in each of `ranks` shards of a packet two-shot of `bytes`.
 size_t PacketShardPairs(size_t bytes, int ranks);
 // The largest all-push chunk per block and peer when none is given: 128 KiB on 2 GPUs, less for more peers.
@@ -68,7 +73,7 @@ enum class Reduction { kByGroupSize, kAllPush, kPull };
 struct PeerGroupConfig {
   size_t oneShotMaxBytes = kAutomatic;  // allreduce at or below this: one-shot (kAutomatic: by group size)
   size_t packetMaxBytes = kAutomatic;   // above the one-shot, at or below this: packet two-shot (0: never)
-  bool packetLines = false;  // the packet two-shot in 128-byte lines (line_packets.cuh) instead of 8-byte packets
+  size_t lineMaxBytes = kAutomatic;     // above both, at or below this: line two-shot (0: never)
   size_t stagingBytes = 64 << 20;       // per rank, for two-shot allreduce of unregistered buffers
   double timeoutSeconds = 60.0;         // a barrier waiting longer reports the peer that never came
   int blocks = 0;  // two-shot blocks; 0: all-push one per multiprocessor, pulled by group size (2: one per SM, 4: 32)
@@ -186,6 +191,7 @@ class PeerGroup {
   void FillPacketArgs(device::PacketArgs& args, const void* input, void* output, size_t count) const;
   int PacketBlocks(size_t pairs) const;
   void PacketTwoShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
+  void LineTwoShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
   void Staged(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
 
   int rank_;

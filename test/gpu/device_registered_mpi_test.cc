@@ -13,8 +13,9 @@
 namespace gradagg::test {
 namespace {
 
-// Larger than every one-shot threshold (at most 2 MiB; this is 4 MiB), so peers must reach the tensor itself.
-constexpr size_t kLarge = size_t{1} << 20;
+// Larger than every path that takes any buffer (the one-shot: at most 2 MiB; the line two-shot: at most 4 MiB; this is
+// 4 MiB and 4 KiB), so peers must reach the tensor itself.
+constexpr size_t kLarge = (size_t{1} << 20) + 1024;
 
 class RegisteredBuffer : public DeviceAggregation {
  protected:

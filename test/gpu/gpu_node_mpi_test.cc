@@ -62,13 +62,12 @@ TEST_F(GpuNodeTest, PacketTwoShotAllReduceIsTheRankOrderSum) {
   }
 }
 
-// The packet two-shot in 128-byte lines (GRADAGG_NVLINK_PACKET_LINES=1): every type, size and alignment as above,
+// The line two-shot (128-byte lines, GRADAGG_NVLINK_LINE_MAX): every type, size and alignment as above,
 // then (the next test) 300 calls in a row at sizes of 1 to 4000 lines a shard, each checked element by element, for
 // any line read before all of it had landed.
 TEST_F(GpuNodeTest, LineTwoShotAllReduceIsTheRankOrderSum) {
   GpuNodeConfig config = Config(0);
-  config.group.packetMaxBytes = 4 << 20;  // GRADAGG_NVLINK_PACKET_MAX: every size below takes the line two-shot
-  config.group.packetLines = true;
+  config.group.lineMaxBytes = 4 << 20;  // GRADAGG_NVLINK_LINE_MAX: every size below takes the line two-shot
   GpuNode node(MPI_COMM_WORLD, config);
   uint32_t seed = 60;
   for (ElementType type : kTypes)
@@ -83,8 +82,7 @@ TEST_F(GpuNodeTest, LineTwoShotAllReduceIsTheRankOrderSum) {
 
 TEST_F(GpuNodeTest, LineTwoShotManyCallsInARowNeverReadAPartLine) {
   GpuNodeConfig config = Config(0);
-  config.group.packetMaxBytes = 4 << 20;
-  config.group.packetLines = true;
+  config.group.lineMaxBytes = 4 << 20;
   GpuNode node(MPI_COMM_WORLD, config);
   uint32_t seed = 70;
   for (int call = 0; call < 300 && !HasFailure(); ++call) {
@@ -95,16 +93,20 @@ TEST_F(GpuNodeTest, LineTwoShotManyCallsInARowNeverReadAPartLine) {
 
 TEST_F(GpuNodeTest, PacketTwoShotBetweenOtherPathsAndItsLimit) {
   GpuNodeConfig config = Config(64 << 10);
-  config.group.packetMaxBytes = 1 << 20;
+  config.group.packetMaxBytes = 256 << 10;
+  config.group.lineMaxBytes = 1 << 20;
   GpuNode node(MPI_COMM_WORLD, config);
   uint32_t seed = 80;
-  // One-shot, packet, two-shot (staged) and back, alternating inbox halves in every order.
+  // One-shot, packet, line, two-shot (staged) and back, alternating inbox halves in every order.
   for (size_t count : {size_t{262144}, size_t{1000}, size_t{16385}, size_t{262145}, size_t{262144}, size_t{16383},
                        size_t{300000}, size_t{70000}})
     CheckAllReduce(node, {count, ElementType::kFloat32, 0, 0}, false, ++seed, stream_);
   GpuNodeConfig tooLarge = Config(0);
   tooLarge.group.packetMaxBytes = (16 << 20) + 1;
   if (node.fullyConnected()) EXPECT_THROW(GpuNode(MPI_COMM_WORLD, tooLarge), UsageError);  // one peer group: checked
+  tooLarge.group.packetMaxBytes = 0;
+  tooLarge.group.lineMaxBytes = (16 << 20) + 1;
+  if (node.fullyConnected()) EXPECT_THROW(GpuNode(MPI_COMM_WORLD, tooLarge), UsageError);
 }
 
 TEST_F(GpuNodeTest, TwoShotAllReduceOnRegisteredBuffersIsTheRankOrderSum) {

@@ -25,7 +25,8 @@ namespace gradagg::test {
 inline GpuNodeConfig NodeConfig(size_t oneShotMaxBytes, int forcedGroupSize = 0, double timeout = 20.0) {
   GpuNodeConfig config = GpuNodeConfigFromEnvironment();
   config.group.oneShotMaxBytes = oneShotMaxBytes;
-  config.group.packetMaxBytes = 0;  // tests that want the packet two-shot ask for it
+  config.group.packetMaxBytes = 0;  // tests that want the packet or line two-shot ask for it
+  config.group.lineMaxBytes = 0;
   config.group.stagingBytes = 1 << 20;  // small, so staged calls take several chunks
   config.group.timeoutSeconds = timeout;
   config.forcedGroupSize = forcedGroupSize;

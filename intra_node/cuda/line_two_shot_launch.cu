@@ -1,0 +1,52 @@
+// Line two-shot allreduce for mid-sized messages on more than two GPUs: the packet two-shot's reduce-scatter and
+// all-gather in 128-byte lines through the inboxes, one kernel, any buffer (line_two_shot_kernel.cuh).
+#include <algorithm>
+#include <string>
+
+#include "gradagg/errors.h"
+#include "common/cuda/cuda_error.h"
+#include "common/cuda/element_convert.cuh"
+#include "intra_node/cuda/line_two_shot_kernel.cuh"
+#include "intra_node/cuda/peer_group.h"
+#include "intra_node/cuda/peer_group_internal.h"
+
+namespace gradagg::nvlink {
+namespace {
+
+constexpr int kLineThreads = 128;  // 4 warps a block: 34 blocks at 256 KiB on 4 GPUs, 264 (two per SM) from 2 MiB
+
+}  // namespace
+
+size_t DefaultLineMaxBytes(int ranks) {
+  // 4 H100s, against the pulled two-shot that takes over above it: 19.9 against 22.7 us at 2 MiB, 30.8-31.5 against
+  // 33.2 at 4 MiB (bench/results/nvlink_allreduce/h100x4/line_packets/). Two GPUs: the one-shot reaches 2 MiB. Eight:
+  // not measured.
+  return ranks > 2 && ranks <= 4 ? (4 << 20) : 0;
+}
+
+size_t LineShardLines(size_t bytes, int ranks) {
+  const size_t shardWords = ((bytes + 3) / 4 + ranks - 1) / ranks;
+  return (shardWords + device::kLineWords - 1) / device::kLineWords;
+}
+
+void PeerGroup::LineTwoShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
+  if (count == 0) return;  // nothing moves, so no call is counted: every rank skips it alike
+  const size_t lines = LineShardLines(count * ElementBytes(type), ranks());
+  if (device::kLineVectors * (1 + 2 * lines) > inboxHalfBytes_ / ranks() / sizeof(uint4))
+    throw UsageError("a line two-shot of " + std::to_string(count * ElementBytes(type)) +
+                     " bytes does not fit the inbox (" + names_[rank_] + ")");
+  StartCall(Mix(Mix(10, static_cast<uint64_t>(type)), count));
+  device::LineTwoShotArgs args{};
+  FillPacketArgs(args.packets, input, output, count);
+  args.shardLines = lines;
+  const size_t warps = (lines + device::kLinesPerWarp - 1) / device::kLinesPerWarp;
+  const int blocks = static_cast<int>(std::clamp<size_t>((warps * 32 + kLineThreads - 1) / kLineThreads, 1,
+                                                         std::min(kMaxBlocks, 2 * multiprocessors_)));
+  cuda_detail::WithElementType(type, [&](auto element) {
+    using T = decltype(element);
+    device::LineTwoShotKernel<T><<<blocks, kLineThreads, 0, stream>>>(args);
+    GRADAGG_CUDA_CHECK_LAUNCH("LineTwoShotKernel");
+  });
+}
+
+}  // namespace gradagg::nvlink

@@ -20,6 +20,17 @@ namespace {
 
 class GpuNodeTest : public OneGpuPerRank {
  protected:
+  // Every type and size, in registered buffers and in others, then unaligned input and output, and in place.
+  void CheckEveryTypeSizeAndPlace(GpuNode& node, uint32_t seed) {
+    for (ElementType type : kTypes)
+      for (bool registered : {false, true})
+        for (size_t count : kCounts) CheckAllReduce(node, {count, type, 0, 0}, registered, ++seed, stream_);
+    for (ElementType type : kTypes) {
+      CheckAllReduce(node, {100003, type, 1, 3}, false, ++seed, stream_);
+      CheckAllReduce(node, {100003, type, 3, SIZE_MAX}, false, ++seed, stream_);
+      CheckAllReduce(node, {5, type, 1, SIZE_MAX}, false, ++seed, stream_);
+    }
+  }
   static GpuNodeConfig Config(size_t oneShotMaxBytes, int forcedGroupSize = 0, double timeout = 20.0) {
     return NodeConfig(oneShotMaxBytes, forcedGroupSize, timeout);
   }
@@ -50,16 +61,7 @@ TEST_F(GpuNodeTest, PacketTwoShotAllReduceIsTheRankOrderSum) {
   GpuNodeConfig config = Config(0);
   config.group.packetMaxBytes = 4 << 20;  // GRADAGG_NVLINK_PACKET_MAX: every size below takes the packet two-shot
   GpuNode node(MPI_COMM_WORLD, config);
-  uint32_t seed = 50;
-  for (ElementType type : kTypes)
-    for (bool registered : {false, true})
-      for (size_t count : kCounts) CheckAllReduce(node, {count, type, 0, 0}, registered, ++seed, stream_);
-  // Unaligned input and output, and in place.
-  for (ElementType type : kTypes) {
-    CheckAllReduce(node, {100003, type, 1, 3}, false, ++seed, stream_);
-    CheckAllReduce(node, {100003, type, 3, SIZE_MAX}, false, ++seed, stream_);
-    CheckAllReduce(node, {5, type, 1, SIZE_MAX}, false, ++seed, stream_);
-  }
+  CheckEveryTypeSizeAndPlace(node, 50);
 }
 
 // The line two-shot (128-byte lines, GRADAGG_NVLINK_LINE_MAX): every type, size and alignment as above,
@@ -69,15 +71,7 @@ TEST_F(GpuNodeTest, LineTwoShotAllReduceIsTheRankOrderSum) {
   GpuNodeConfig config = Config(0);
   config.group.lineMaxBytes = 4 << 20;  // GRADAGG_NVLINK_LINE_MAX: every size below takes the line two-shot
   GpuNode node(MPI_COMM_WORLD, config);
-  uint32_t seed = 60;
-  for (ElementType type : kTypes)
-    for (bool registered : {false, true})
-      for (size_t count : kCounts) CheckAllReduce(node, {count, type, 0, 0}, registered, ++seed, stream_);
-  for (ElementType type : kTypes) {
-    CheckAllReduce(node, {100003, type, 1, 3}, false, ++seed, stream_);
-    CheckAllReduce(node, {100003, type, 3, SIZE_MAX}, false, ++seed, stream_);
-    CheckAllReduce(node, {5, type, 1, SIZE_MAX}, false, ++seed, stream_);
-  }
+  CheckEveryTypeSizeAndPlace(node, 60);
 }
 
 TEST_F(GpuNodeTest, LineTwoShotManyCallsInARowNeverReadAPartLine) {

@@ -53,6 +53,8 @@ GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
     group.oneShotMaxBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_ONE_SHOT_MAX", 0));
   if (std::getenv("GRADAGG_NVLINK_PACKET_MAX") != nullptr)
     group.packetMaxBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_PACKET_MAX", 0));
+  if (std::getenv("GRADAGG_NVLINK_ONE_SHOT_LINES_ABOVE") != nullptr)
+    group.oneShotLinesAbove = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_ONE_SHOT_LINES_ABOVE", 0));
   if (std::getenv("GRADAGG_NVLINK_LINE_MAX") != nullptr)
     group.lineMaxBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_LINE_MAX", 0));
   group.stagingBytes =

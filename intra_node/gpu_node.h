@@ -49,7 +49,7 @@ struct GpuNodeConfig {
 };
 
 // Defaults overridden by GRADAGG_NVLINK_ONE_SHOT_MAX (bytes), GRADAGG_NVLINK_PACKET_MAX (bytes, 0: off),
-// GRADAGG_NVLINK_LINE_MAX (bytes, 0: off),
+// GRADAGG_NVLINK_LINE_MAX (bytes, 0: off), GRADAGG_NVLINK_ONE_SHOT_LINES_ABOVE (bytes),
 // GRADAGG_NVLINK_STAGING (bytes), GRADAGG_NVLINK_TIMEOUT (seconds), GRADAGG_NVLINK_BLOCKS, GRADAGG_NVLINK_THREADS
 // (per block), GRADAGG_NVLINK_INTERLEAVED (0: one slice per block), GRADAGG_NVLINK_ALL_PUSH (1: all-push, 0: owners
 // pull; unset: by group size), GRADAGG_NVLINK_PUSH_CHUNK (bytes), GRADAGG_NVLINK_PEER_ORDER (0, 1, 2: PeerOrder),

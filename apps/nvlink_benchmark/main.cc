@@ -159,9 +159,9 @@ int Run(const Settings& settings) {
     std::printf("\n");
     std::printf("# node: %s", node.Describe().c_str());
     if (node.fullyConnected())
-      std::printf(", one-shot up to %zu bytes, packet two-shot up to %zu, line two-shot up to %zu",
-                  node.peers().config().oneShotMaxBytes, node.peers().config().packetMaxBytes,
-                  node.peers().config().lineMaxBytes);
+      std::printf(", one-shot up to %zu bytes (in lines above %zu), packet two-shot up to %zu, line two-shot up to %zu",
+                  node.peers().config().oneShotMaxBytes, node.peers().config().oneShotLinesAbove,
+                  node.peers().config().packetMaxBytes, node.peers().config().lineMaxBytes);
     std::printf("\n");
     if (host) std::printf("# host: the same node through host memory; vs_host = host time / gradagg time\n");
     std::printf("# NCCL: %s\n", nccl ? ("libnccl " + nccl->version() + ", NCCL_NVLS_ENABLE=0").c_str()

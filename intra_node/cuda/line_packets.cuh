@@ -82,4 +82,57 @@ __device__ inline uint4 WithFlag(uint4 v, uint32_t flag) {
   return v;
 }
 
+// Sender s's lines in an inbox: after its slot's first 128 bytes (the signature pair).
+__device__ inline uint4* SlotLines(uint4* inbox, int sender, size_t slotPairs) {
+  return inbox + static_cast<size_t>(sender) * slotPairs + kLineVectors;
+}
+
+// acc = words (first) or acc + words, element by element, for a lane's 4 words.
+template <typename T>
+__device__ inline void AccumulateWords(float (&acc)[4][4 / sizeof(T)], uint4 v, bool first) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const T* e = reinterpret_cast<const T*>(&w[k]);
+#pragma unroll
+    for (int i = 0; i < static_cast<int>(4 / sizeof(T)); ++i)
+      acc[k][i] = first ? ToFloat(e[i]) : __fadd_rn(acc[k][i], ToFloat(e[i]));
+  }
+}
+
+template <typename T>
+__device__ inline uint4 RoundWords(const float (&acc)[4][4 / sizeof(T)]) {
+  uint32_t w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    T* e = reinterpret_cast<T*>(&w[k]);
+#pragma unroll
+    for (int i = 0; i < static_cast<int>(4 / sizeof(T)); ++i) e[i] = FromFloat<T>(acc[k][i]);
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// A line of the message summed over the ranks in local-rank order, float32, rounded to T, into this lane's words of
+// `sum`: this rank's words from the input (the line's first data word `first`), every peer p's from its line at
+// `at(p)` in this rank's inbox. Warp-uniform; false (the failure recorded, as at `barrier`) when a peer's line does not
+// come in time.
+template <typename T, typename At>
+__device__ inline bool SumLineInRankOrder(const PacketArgs& args, size_t words, size_t first, bool valid, At at,
+                                          uint32_t flag, uint64_t deadline, int barrier, uint4& sum) {
+  const T* input = static_cast<const T*>(args.input);
+  float acc[4][4 / sizeof(T)];
+  for (int p = 0; p < args.barrier.ranks; ++p) {
+    uint4 in = make_uint4(0, 0, 0, 0);
+    if (p == args.barrier.rank) {
+      if (valid) in = LoadLaneWords(input, args.count, words, first);
+    } else if (!WaitLine(at(p), valid, flag, deadline, in)) {
+      if (threadIdx.x % 32 == 0) RecordFailure(args.barrier, BarrierFailure::kTimeout, p, barrier, 0);
+      return false;
+    }
+    AccumulateWords<T>(acc, in, p == 0);
+  }
+  sum = RoundWords<T>(acc);
+  return true;
+}
+
 }  // namespace gradagg::nvlink::device

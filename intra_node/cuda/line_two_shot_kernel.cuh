@@ -23,36 +23,6 @@ struct LineTwoShotArgs {
   size_t shardLines;   // lines per shard
 };
 
-// Sender s's lines in an inbox: after its slot's first 128 bytes (the signature pair).
-__device__ inline uint4* SlotLines(uint4* inbox, int sender, size_t slotPairs) {
-  return inbox + static_cast<size_t>(sender) * slotPairs + kLineVectors;
-}
-
-// acc = words (first) or acc + words, element by element, for a lane's 4 words.
-template <typename T>
-__device__ inline void AccumulateWords(float (&acc)[4][4 / sizeof(T)], uint4 v, bool first) {
-  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const T* e = reinterpret_cast<const T*>(&w[k]);
-#pragma unroll
-    for (int i = 0; i < static_cast<int>(4 / sizeof(T)); ++i)
-      acc[k][i] = first ? ToFloat(e[i]) : __fadd_rn(acc[k][i], ToFloat(e[i]));
-  }
-}
-
-template <typename T>
-__device__ inline uint4 RoundWords(const float (&acc)[4][4 / sizeof(T)]) {
-  uint32_t w[4];
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    T* e = reinterpret_cast<T*>(&w[k]);
-#pragma unroll
-    for (int i = 0; i < static_cast<int>(4 / sizeof(T)); ++i) e[i] = FromFloat<T>(acc[k][i]);
-  }
-  return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
 template <typename T>
 __global__ void __launch_bounds__(512) LineTwoShotKernel(LineTwoShotArgs call) {
   const PacketArgs& args = call.packets;

@@ -11,12 +11,6 @@
 #include "intra_node/cuda/peer_group_internal.h"
 
 namespace gradagg::nvlink {
-namespace {
-
-constexpr int kLineThreads = 128;  // 4 warps a block: 34 blocks at 256 KiB on 4 GPUs, 264 (two per SM) from 2 MiB
-
-}  // namespace
-
 size_t DefaultLineMaxBytes(int ranks) {
   // 4 H100s, against the pulled two-shot that takes over above it: 19.9 against 22.7 us at 2 MiB, 30.8-31.5 against
   // 33.2 at 4 MiB (bench/results/nvlink_allreduce/h100x4/line_packets/). Two GPUs: the one-shot reaches 2 MiB. Eight:
@@ -29,6 +23,12 @@ size_t LineShardLines(size_t bytes, int ranks) {
   return (shardWords + device::kLineWords - 1) / device::kLineWords;
 }
 
+int PeerGroup::LineBlocks(size_t lines) const {
+  const size_t warps = (lines + device::kLinesPerWarp - 1) / device::kLinesPerWarp;
+  return static_cast<int>(std::clamp<size_t>((warps * 32 + kLineThreads - 1) / kLineThreads, 1,
+                                             std::min(kMaxBlocks, 2 * multiprocessors_)));
+}
+
 void PeerGroup::LineTwoShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
   if (count == 0) return;  // nothing moves, so no call is counted: every rank skips it alike
   const size_t lines = LineShardLines(count * ElementBytes(type), ranks());
@@ -39,12 +39,9 @@ void PeerGroup::LineTwoShot(const void* input, void* output, size_t count, Eleme
   device::LineTwoShotArgs args{};
   FillPacketArgs(args.packets, input, output, count);
   args.shardLines = lines;
-  const size_t warps = (lines + device::kLinesPerWarp - 1) / device::kLinesPerWarp;
-  const int blocks = static_cast<int>(std::clamp<size_t>((warps * 32 + kLineThreads - 1) / kLineThreads, 1,
-                                                         std::min(kMaxBlocks, 2 * multiprocessors_)));
   cuda_detail::WithElementType(type, [&](auto element) {
     using T = decltype(element);
-    device::LineTwoShotKernel<T><<<blocks, kLineThreads, 0, stream>>>(args);
+    device::LineTwoShotKernel<T><<<LineBlocks(lines), kLineThreads, 0, stream>>>(args);
     GRADAGG_CUDA_CHECK_LAUNCH("LineTwoShotKernel");
   });
 }

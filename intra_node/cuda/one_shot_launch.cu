@@ -4,6 +4,7 @@
 
 #include "common/cuda/cuda_error.h"
 #include "common/cuda/element_convert.cuh"
+#include "intra_node/cuda/line_one_shot_kernel.cuh"
 #include "intra_node/cuda/one_shot_kernel.cuh"
 #include "intra_node/cuda/peer_group.h"
 #include "intra_node/cuda/peer_group_internal.h"
@@ -16,6 +17,15 @@ size_t DefaultOneShotMaxBytes(int ranks) {
   // 4 MiB; 4 H100s: 18.1 against 15.0 at 512 KiB (bench/results/nvlink_allreduce/tuning/thresholds_4xh100/), and
   // at 256 KiB 10.8 us against the packet two-shot's 8.6 (nvlink_allreduce/h100x4_codec/), which takes over there.
   return ranks <= 2 ? (2 << 20) : (128 << 10);
+}
+
+size_t DefaultOneShotLinesAbove(int ranks) {
+  // Lines cost more than packets for small messages and fewer bytes for larger ones. In the same calls
+  // (bench/results/nvlink_allreduce/h100x4/one_shot_lines/): 4 H100s at 128 KiB 6.8 us in lines against 7.3 in
+  // packets, at 64 KiB 6.0 against 5.8-5.9; 2 H100s at 1 MiB 9.2 against 10.3, 2 MiB 14.9 against 16.3, at 512 KiB
+  // 7.2 against 7.3, at 256 KiB 6.1 against 5.5. Eight: not measured (packets).
+  if (ranks > 2 && ranks <= 4) return 64 << 10;
+  return ranks == 2 ? (512 << 10) : kAutomatic - 1;
 }
 
 void PeerGroup::FillPacketArgs(device::PacketArgs& args, const void* input, void* output, size_t count) const {
@@ -37,6 +47,20 @@ int PeerGroup::PacketBlocks(size_t pairs) const {
 
 void PeerGroup::OneShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
   if (count == 0) return;  // nothing moves, so no call is counted: every rank skips it alike
+  const size_t lines = LineShardLines(count * ElementBytes(type), 1);
+  if (count * ElementBytes(type) > config_.oneShotLinesAbove &&
+      device::kLineVectors * (1 + lines) <= inboxHalfBytes_ / ranks() / sizeof(uint4)) {
+    StartCall(Mix(Mix(11, static_cast<uint64_t>(type)), count));
+    device::LineOneShotArgs args{};
+    FillPacketArgs(args.packets, input, output, count);
+    args.lines = lines;
+    cuda_detail::WithElementType(type, [&](auto element) {
+      using T = decltype(element);
+      device::LineOneShotKernel<T><<<LineBlocks(lines), kLineThreads, 0, stream>>>(args);
+      GRADAGG_CUDA_CHECK_LAUNCH("LineOneShotKernel");
+    });
+    return;
+  }
   StartCall(Mix(Mix(2, static_cast<uint64_t>(type)), count));
   device::PacketArgs args{};
   FillPacketArgs(args, input, output, count);

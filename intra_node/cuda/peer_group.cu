@@ -44,6 +44,7 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
   if (config_.oneShotMaxBytes == kAutomatic) config_.oneShotMaxBytes = DefaultOneShotMaxBytes(ranks());
   if (config_.packetMaxBytes == kAutomatic) config_.packetMaxBytes = DefaultPacketMaxBytes(ranks());
   if (config_.lineMaxBytes == kAutomatic) config_.lineMaxBytes = DefaultLineMaxBytes(ranks());
+  if (config_.oneShotLinesAbove == kAutomatic) config_.oneShotLinesAbove = DefaultOneShotLinesAbove(ranks());
   if (config_.packetMaxBytes > (16 << 20))  // its inbox: four times as many bytes, twice (call parity)
     throw UsageError("the packet two-shot reaches 16 MiB at most, not " + std::to_string(config_.packetMaxBytes) +
                      " bytes");

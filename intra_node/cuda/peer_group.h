@@ -53,6 +53,8 @@ constexpr size_t kAutomatic = ~size_t{0};
 
 // The one-shot threshold for a group of `ranks` GPUs when none is given.
 size_t DefaultOneShotMaxBytes(int ranks);
+// Above this many bytes the one-shot sends lines instead of packets, when not given.
+size_t DefaultOneShotLinesAbove(int ranks);
 // The packet two-shot's upper threshold when none is given (0: that path off).
 size_t DefaultPacketMaxBytes(int ranks);
 // The line two-shot's upper threshold when none is given (0: that path off).
@@ -72,6 +74,8 @@ enum class Reduction { kByGroupSize, kAllPush, kPull };
 
 struct PeerGroupConfig {
   size_t oneShotMaxBytes = kAutomatic;  // allreduce at or below this: one-shot (kAutomatic: by group size)
+  size_t oneShotLinesAbove = kAutomatic;  // one-shots of more bytes go in 128-byte lines (line_packets.cuh), the
+                                         // rest in packets (kAutomatic: by group size; kAutomatic - 1: never)
   size_t packetMaxBytes = kAutomatic;   // above the one-shot, at or below this: packet two-shot (0: never)
   size_t lineMaxBytes = kAutomatic;     // above both, at or below this: line two-shot (0: never)
   size_t stagingBytes = 64 << 20;       // per rank, for two-shot allreduce of unregistered buffers
@@ -190,6 +194,7 @@ class PeerGroup {
   // What both packet paths pass their kernel for this call (after StartCall), and their blocks for `pairs` per rank.
   void FillPacketArgs(device::PacketArgs& args, const void* input, void* output, size_t count) const;
   int PacketBlocks(size_t pairs) const;
+  int LineBlocks(size_t lines) const;  // for kLineThreads a block, a warp per 4 lines
   void PacketTwoShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
   void LineTwoShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
   void Staged(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);

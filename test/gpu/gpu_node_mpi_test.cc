@@ -57,6 +57,19 @@ TEST_F(GpuNodeTest, OneShotAllReduceIsTheRankOrderSum) {
     for (size_t count : kCounts) CheckAllReduce(node, {count, type, 0, 0}, false, ++seed, stream_);
 }
 
+// The one-shot in 128-byte lines (GRADAGG_NVLINK_ONE_SHOT_LINES_ABOVE=0): every type, size and place, then 100 calls
+// in a row of 1 to 8000 lines, every element checked.
+TEST_F(GpuNodeTest, LineOneShotAllReduceIsTheRankOrderSum) {
+  GpuNodeConfig config = Config(4 << 20);
+  config.group.oneShotLinesAbove = 0;
+  GpuNode node(MPI_COMM_WORLD, config);
+  CheckEveryTypeSizeAndPlace(node, 20);
+  for (int call = 0; call < 100 && !HasFailure(); ++call) {
+    const size_t count = call % 2 == 0 ? 65536 : 31 * 4 * (call + 1) + 5;
+    CheckAllReduce(node, {count, ElementType::kFloat32, 0, 0}, false, 400 + call, stream_);
+  }
+}
+
 TEST_F(GpuNodeTest, PacketTwoShotAllReduceIsTheRankOrderSum) {
   GpuNodeConfig config = Config(0);
   config.group.packetMaxBytes = 4 << 20;  // GRADAGG_NVLINK_PACKET_MAX: every size below takes the packet two-shot

@@ -11,6 +11,7 @@
 #include "intra_node/cuda/peer_group_internal.h"
 
 namespace gradagg::nvlink {
+
 size_t DefaultLineMaxBytes(int ranks) {
   // 4 H100s, against the pulled two-shot that takes over above it: 19.9 against 22.7 us at 2 MiB, 30.8-31.5 against
   // 33.2 at 4 MiB (bench/results/nvlink_allreduce/h100x4/line_packets/). Two GPUs: the one-shot reaches 2 MiB. Eight:
@@ -23,6 +24,10 @@ size_t LineShardLines(size_t bytes, int ranks) {
   return (shardWords + device::kLineWords - 1) / device::kLineWords;
 }
 
+size_t LineTwoShotSlotPairs(size_t bytes, int ranks) {
+  return device::kLineVectors * (1 + 2 * LineShardLines(bytes, ranks));
+}
+
 int PeerGroup::LineBlocks(size_t lines) const {
   const size_t warps = (lines + device::kLinesPerWarp - 1) / device::kLinesPerWarp;
   return static_cast<int>(std::clamp<size_t>((warps * 32 + kLineThreads - 1) / kLineThreads, 1,
@@ -31,17 +36,17 @@ int PeerGroup::LineBlocks(size_t lines) const {
 
 void PeerGroup::LineTwoShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
   if (count == 0) return;  // nothing moves, so no call is counted: every rank skips it alike
-  const size_t lines = LineShardLines(count * ElementBytes(type), ranks());
-  if (device::kLineVectors * (1 + 2 * lines) > inboxHalfBytes_ / ranks() / sizeof(uint4))
-    throw UsageError("a line two-shot of " + std::to_string(count * ElementBytes(type)) +
-                     " bytes does not fit the inbox (" + names_[rank_] + ")");
+  const size_t bytes = count * ElementBytes(type);
+  if (LineTwoShotSlotPairs(bytes, ranks()) > inboxHalfBytes_ / ranks() / sizeof(uint4))
+    throw UsageError("a line two-shot of " + std::to_string(bytes) + " bytes does not fit the inbox (" + names_[rank_] +
+                     ")");
   StartCall(Mix(Mix(10, static_cast<uint64_t>(type)), count));
   device::LineTwoShotArgs args{};
   FillPacketArgs(args.packets, input, output, count);
-  args.shardLines = lines;
+  args.shardLines = LineShardLines(bytes, ranks());
   cuda_detail::WithElementType(type, [&](auto element) {
     using T = decltype(element);
-    device::LineTwoShotKernel<T><<<LineBlocks(lines), kLineThreads, 0, stream>>>(args);
+    device::LineTwoShotKernel<T><<<LineBlocks(args.shardLines), kLineThreads, 0, stream>>>(args);
     GRADAGG_CUDA_CHECK_LAUNCH("LineTwoShotKernel");
   });
 }

@@ -25,7 +25,7 @@ size_t DefaultOneShotLinesAbove(int ranks) {
   // packets, at 64 KiB 6.0 against 5.8-5.9; 2 H100s at 1 MiB 9.2 against 10.3, 2 MiB 14.9 against 16.3, at 512 KiB
   // 7.2 against 7.3, at 256 KiB 6.1 against 5.5. Eight: not measured (packets).
   if (ranks > 2 && ranks <= 4) return 64 << 10;
-  return ranks == 2 ? (512 << 10) : kAutomatic - 1;
+  return ranks == 2 ? (512 << 10) : kNever;
 }
 
 void PeerGroup::FillPacketArgs(device::PacketArgs& args, const void* input, void* output, size_t count) const {

@@ -51,8 +51,7 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
   if (config_.lineMaxBytes > (16 << 20))
     throw UsageError("the line two-shot reaches 16 MiB at most, not " + std::to_string(config_.lineMaxBytes) +
                      " bytes");
-  // A line slot: its first 128 bytes for the signature, then a shard's lines twice (data, results).
-  const size_t linePairs = config_.lineMaxBytes > 0 ? 8 * (1 + 2 * LineShardLines(config_.lineMaxBytes, ranks())) : 0;
+  const size_t linePairs = config_.lineMaxBytes > 0 ? LineTwoShotSlotPairs(config_.lineMaxBytes, ranks()) : 0;
   const size_t slotPairs = std::max({(std::max<size_t>(config_.oneShotMaxBytes, 16) + 7) / 8 + 2,
                                      1 + 2 * PacketShardPairs(config_.packetMaxBytes, ranks()), linePairs});
   inboxHalfBytes_ = RoundUp(slotPairs * 16, kAlignment) * ranks();

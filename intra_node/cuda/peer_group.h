@@ -50,6 +50,7 @@ class PeerGroupError : public std::runtime_error {
 };
 
 constexpr size_t kAutomatic = ~size_t{0};
+constexpr size_t kNever = kAutomatic - 1;  // a size threshold no call reaches
 
 // The one-shot threshold for a group of `ranks` GPUs when none is given.
 size_t DefaultOneShotMaxBytes(int ranks);
@@ -61,6 +62,9 @@ size_t DefaultPacketMaxBytes(int ranks);
 size_t DefaultLineMaxBytes(int ranks);
 // 128-byte lines (31 data words) in each of `ranks` shards of a line two-shot of `bytes`.
 size_t LineShardLines(size_t bytes, int ranks);
+// The 16-byte pairs a line two-shot of `bytes` takes in each sender's inbox slot: the signature's 128 bytes, then
+// the sender's lines of the owner's shard and of its own shard's results.
+size_t LineTwoShotSlotPairs(size_t bytes, int ranks);
 // Data pairs (8 bytes) in each of `ranks` shards of a packet two-shot of `bytes`.
 size_t PacketShardPairs(size_t bytes, int ranks);
 // The largest all-push chunk per block and peer when none is given: 128 KiB on 2 GPUs, less for more peers.
@@ -73,13 +77,13 @@ size_t DefaultPushChunkBytes(int ranks);
 enum class Reduction { kByGroupSize, kAllPush, kPull };
 
 struct PeerGroupConfig {
-  size_t oneShotMaxBytes = kAutomatic;  // allreduce at or below this: one-shot (kAutomatic: by group size)
+  size_t oneShotMaxBytes = kAutomatic;    // allreduce at or below this: one-shot (kAutomatic: by group size)
   size_t oneShotLinesAbove = kAutomatic;  // one-shots of more bytes go in 128-byte lines (line_packets.cuh), the
-                                         // rest in packets (kAutomatic: by group size; kAutomatic - 1: never)
-  size_t packetMaxBytes = kAutomatic;   // above the one-shot, at or below this: packet two-shot (0: never)
-  size_t lineMaxBytes = kAutomatic;     // above both, at or below this: line two-shot (0: never)
-  size_t stagingBytes = 64 << 20;       // per rank, for two-shot allreduce of unregistered buffers
-  double timeoutSeconds = 60.0;         // a barrier waiting longer reports the peer that never came
+                                          // rest in packets (kAutomatic: by group size; kNever: never)
+  size_t packetMaxBytes = kAutomatic;     // above the one-shot, at or below this: packet two-shot (0: never)
+  size_t lineMaxBytes = kAutomatic;       // above both, at or below this: line two-shot (0: never)
+  size_t stagingBytes = 64 << 20;         // per rank, for two-shot allreduce of unregistered buffers
+  double timeoutSeconds = 60.0;           // a barrier waiting longer reports the peer that never came
   int blocks = 0;  // two-shot blocks; 0: all-push one per multiprocessor, pulled by group size (2: one per SM, 4: 32)
   int threads = 512;        // per block, 32 .. 512
   bool interleaved = true;  // two-shot blocks take interleaved chunks (false: one slice each)

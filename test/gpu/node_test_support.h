@@ -27,7 +27,8 @@ inline GpuNodeConfig NodeConfig(size_t oneShotMaxBytes, int forcedGroupSize = 0,
   config.group.oneShotMaxBytes = oneShotMaxBytes;
   config.group.packetMaxBytes = 0;  // tests that want the packet or line two-shot ask for it
   config.group.lineMaxBytes = 0;
-  config.group.oneShotLinesAbove = nvlink::kAutomatic - 1;  // the one-shot in packets unless a test asks for lines
+  // The one-shot in packets unless a test asks for lines.
+  config.group.oneShotLinesAbove = nvlink::kNever;
   config.group.stagingBytes = 1 << 20;  // small, so staged calls take several chunks
   config.group.timeoutSeconds = timeout;
   config.forcedGroupSize = forcedGroupSize;

@@ -71,6 +71,8 @@ GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
     if (order < 0 || order > 2) throw UsageError("GRADAGG_NVLINK_PEER_ORDER must be 0, 1 or 2");
     group.peerOrder = static_cast<nvlink::PeerOrder>(order);
   }
+  if (std::getenv("GRADAGG_NVLINK_DEPENDENT_LAUNCH_MAX") != nullptr)
+    group.dependentLaunchMaxBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_DEPENDENT_LAUNCH_MAX", 0));
   if (std::getenv("GRADAGG_NVLINK_PUSH_CHUNK") != nullptr)
     group.pushChunkBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_PUSH_CHUNK", 0));
   config.forcedGroupSize = static_cast<int>(ParseNumber("GRADAGG_NVLINK_GROUP_SIZE", config.forcedGroupSize));

@@ -71,6 +71,9 @@ GRADAGG_COUNTED(kLaunch, __cudaLaunchKernel,
 GRADAGG_COUNTED(kLaunch, cudaLaunchKernel,
                 (const void* func, dim3 grid, dim3 block, void** args, size_t shared, cudaStream_t stream),
                 (func, grid, block, args, shared, stream))
+// cudaLaunchKernelEx (launches with attributes: intra_node/cuda/dependent_launch.cuh) calls cudaLaunchKernelExC.
+GRADAGG_COUNTED(kLaunch, cudaLaunchKernelExC, (const cudaLaunchConfig_t* config, const void* func, void** args),
+                (config, func, args))
 GRADAGG_COUNTED(kMemcpyAsync, cudaMemcpyAsync,
                 (void* to, const void* from, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream),
                 (to, from, bytes, kind, stream))

@@ -20,6 +20,7 @@
 // makes the same calls, so flags only grow and nothing is reset.
 #pragma once
 
+#include "intra_node/cuda/dependent_launch.cuh"
 #include "intra_node/cuda/peer_barrier.cuh"
 #include "intra_node/cuda/peer_order.h"
 #include "intra_node/cuda/vector_math.cuh"
@@ -184,8 +185,8 @@ __device__ inline bool ReduceRound(const AllPushArgs& args, uint64_t round, size
     uint4 sums[kU];
 #pragma unroll
     for (int u = 0; u < kU; ++u) sums[u] = Round<T>(acc[u]);
-    // Output by output, each getting its kU vectors in a run (4 H100s: 128 MiB 341 GB/s against 338-339 with the
-    // outputs taken in turn per vector, 1 GiB 0.4% slower, the sizes between alike; bench/NOTES.md).
+      // Output by output, each getting its kU vectors in a run (4 H100s: 128 MiB 341 GB/s against 338-339 with the
+      // outputs taken in turn per vector, 1 GiB 0.4% slower, the sizes between alike; bench/NOTES.md).
 #pragma unroll
     for (int j = 0; j < (kPushToAll ? (kRanks > 0 ? kRanks : kMaxLocalRanks) : 1); ++j) {
       if (kPushToAll && kRanks == 0 && j >= ranks) break;
@@ -208,6 +209,7 @@ __device__ inline bool ReduceRound(const AllPushArgs& args, uint64_t round, size
 
 template <typename T, int kRanks, bool kPushToAll>
 __global__ void __launch_bounds__(512) AllPushKernel(AllPushArgs args) {
+  StartAfterPriorGrids();
   const BarrierContext& context = args.barrier;
   const int ranks = kRanks > 0 ? kRanks : context.ranks;
   ControlBlock* mine = context.peerControl[context.rank];

@@ -14,11 +14,12 @@ namespace gradagg::nvlink {
 namespace {
 
 template <typename T, bool kPushToAll>
-void LaunchAllPushKernel(int ranks, int blocks, int threads, const device::AllPushArgs& args, cudaStream_t stream) {
+void LaunchAllPushKernel(int ranks, int blocks, int threads, const device::AllPushArgs& args, cudaStream_t stream,
+                         bool dependent) {
   WithRankCount(ranks, [&](auto count) {
-    device::AllPushKernel<T, decltype(count)::value, kPushToAll><<<blocks, threads, 0, stream>>>(args);
+    LaunchNodeKernel(device::AllPushKernel<T, decltype(count)::value, kPushToAll>, blocks, threads, stream, dependent,
+                     "AllPushKernel", args);
   });
-  GRADAGG_CUDA_CHECK_LAUNCH("AllPushKernel");
 }
 
 }  // namespace
@@ -75,12 +76,13 @@ void PeerGroup::LaunchAllPush(const TwoShotCall& call, const std::vector<Element
   args.order = config_.peerOrder;
   args.barrier = Barrier();
   const int blocks = static_cast<int>(std::min<size_t>(args.chunks, pushBlocks_));
+  const bool dependent = Dependent(call.largestShard * ranks() * ElementBytes(type));
   cuda_detail::WithElementType(type, [&](auto element) {
     using T = decltype(element);
     if (call.pushToAll) {
-      LaunchAllPushKernel<T, true>(ranks(), blocks, config_.threads, args, stream);
+      LaunchAllPushKernel<T, true>(ranks(), blocks, config_.threads, args, stream, dependent);
     } else {
-      LaunchAllPushKernel<T, false>(ranks(), blocks, config_.threads, args, stream);
+      LaunchAllPushKernel<T, false>(ranks(), blocks, config_.threads, args, stream, dependent);
     }
   });
 }

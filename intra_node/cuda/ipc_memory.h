@@ -25,8 +25,8 @@ AllocationIdentity IdentifyAllocation(const void* pointer);  // throws CudaError
 // What a rank sends its peers about a buffer: a fixed-size record, exchanged as bytes.
 struct ExportedBuffer {
   cudaIpcMemHandle_t handle;
-  uint64_t offset;  // of the buffer in its allocation
-  uint64_t bytes;   // of the buffer
+  uint64_t offset;    // of the buffer in its allocation
+  uint64_t bytes;     // of the buffer
   uint64_t bufferId;  // of the allocation: a handle is never confused with one of an earlier allocation
 };
 ExportedBuffer ExportBuffer(void* buffer, size_t bytes);

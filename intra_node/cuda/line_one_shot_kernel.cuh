@@ -9,6 +9,7 @@
 // In place is safe: the lanes that read an element of the input are the ones that write it.
 #pragma once
 
+#include "intra_node/cuda/dependent_launch.cuh"
 #include "intra_node/cuda/line_packets.cuh"
 #include "intra_node/cuda/peer_order.h"
 #include "intra_node/cuda/vector_math.cuh"
@@ -22,8 +23,8 @@ struct LineOneShotArgs {
 
 template <typename T>
 __global__ void __launch_bounds__(512) LineOneShotKernel(LineOneShotArgs call) {
+  StartAfterPriorGrids();
   const PacketArgs& args = call.packets;
-  const int rank = args.barrier.rank, ranks = args.barrier.ranks;
   const T* input = static_cast<const T*>(args.input);
   T* output = static_cast<T*>(args.output);
   const size_t words = DivUp(args.count, 4 / sizeof(T));
@@ -40,19 +41,13 @@ __global__ void __launch_bounds__(512) LineOneShotKernel(LineOneShotArgs call) {
     const size_t line = g * kLinesPerWarp + LineOfLane();
     const bool valid = line < lines;
     const uint4 data = valid ? LoadLaneWords(input, args.count, words, line * kLineWords) : make_uint4(0, 0, 0, 0);
-    for (int j = 1; j < ranks; ++j) {
-      const int p = PeerAt(PeerOrder::kRotated, rank, ranks, j);
-      __syncwarp();  // a line's eight lanes store together
-      if (valid)
-        StoreLineVector(SlotLines(args.peerInbox[p], rank, args.slotPairs) + line * kLineVectors + vector,
-                        WithFlag(data, flag));
-    }
+    SendLineToPeers(args, line, valid, data, flag);
   }
 
   // 2. Receive and sum in local-rank order.
   const uint64_t deadline = GlobalTimerNs() + args.barrier.timeoutNs;
   CheckSignatures(args, flag, deadline);
-  uint4* inbox = args.peerInbox[rank];
+  uint4* inbox = args.peerInbox[args.barrier.rank];
   for (size_t g = warp; g < groups; g += warps) {
     const size_t line = g * kLinesPerWarp + LineOfLane();
     const bool valid = line < lines;

@@ -13,12 +13,13 @@
 #include <cstdint>
 
 #include "intra_node/cuda/packets.cuh"
+#include "intra_node/cuda/peer_order.h"
 
 namespace gradagg::nvlink::device {
 
-constexpr int kLineVectors = 8;                        // 16-byte vectors in a line
-constexpr int kLineWords = 4 * kLineVectors - 1;       // data words in a line
-constexpr int kLinesPerWarp = 32 / kLineVectors;       // lines a warp covers at a time
+constexpr int kLineVectors = 8;                   // 16-byte vectors in a line
+constexpr int kLineWords = 4 * kLineVectors - 1;  // data words in a line
+constexpr int kLinesPerWarp = 32 / kLineVectors;  // lines a warp covers at a time
 constexpr unsigned kFullWarp = 0xffffffffu;
 
 __device__ inline int LineVector() { return static_cast<int>(threadIdx.x % kLineVectors); }
@@ -85,6 +86,22 @@ __device__ inline uint4 WithFlag(uint4 v, uint32_t flag) {
 // Sender s's lines in an inbox: after its slot's first 128 bytes (the signature pair).
 __device__ inline uint4* SlotLines(uint4* inbox, int sender, size_t slotPairs) {
   return inbox + static_cast<size_t>(sender) * slotPairs + kLineVectors;
+}
+
+// This lane's vector of line `line` of this rank's slot in `peer`'s inbox, with the flag. Warp-uniform: the line's
+// eight lanes store together.
+__device__ inline void SendLine(const PacketArgs& args, int peer, size_t line, bool valid, uint4 v, uint32_t flag) {
+  __syncwarp();
+  if (valid)
+    StoreLineVector(
+        SlotLines(args.peerInbox[peer], args.barrier.rank, args.slotPairs) + line * kLineVectors + LineVector(),
+        WithFlag(v, flag));
+}
+
+// The same line to every peer, at step j to rank + j.
+__device__ inline void SendLineToPeers(const PacketArgs& args, size_t line, bool valid, uint4 v, uint32_t flag) {
+  for (int j = 1; j < args.barrier.ranks; ++j)
+    SendLine(args, PeerAt(PeerOrder::kRotated, args.barrier.rank, args.barrier.ranks, j), line, valid, v, flag);
 }
 
 // acc = words (first) or acc + words, element by element, for a lane's 4 words.

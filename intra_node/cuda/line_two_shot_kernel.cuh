@@ -12,6 +12,7 @@
 // safe: the lanes that read an element of the input are the ones that write it later.
 #pragma once
 
+#include "intra_node/cuda/dependent_launch.cuh"
 #include "intra_node/cuda/line_packets.cuh"
 #include "intra_node/cuda/peer_order.h"
 #include "intra_node/cuda/vector_math.cuh"
@@ -25,6 +26,7 @@ struct LineTwoShotArgs {
 
 template <typename T>
 __global__ void __launch_bounds__(512) LineTwoShotKernel(LineTwoShotArgs call) {
+  StartAfterPriorGrids();
   const PacketArgs& args = call.packets;
   const int rank = args.barrier.rank, ranks = args.barrier.ranks;
   const T* input = static_cast<const T*>(args.input);
@@ -47,10 +49,7 @@ __global__ void __launch_bounds__(512) LineTwoShotKernel(LineTwoShotArgs call) {
       const int p = PeerAt(PeerOrder::kRotated, rank, ranks, j);
       const uint4 data =
           valid ? LoadLaneWords(input, args.count, words, p * shardWords + line * kLineWords) : make_uint4(0, 0, 0, 0);
-      __syncwarp();  // a line's eight lanes store together
-      if (valid)
-        StoreLineVector(SlotLines(args.peerInbox[p], rank, args.slotPairs) + line * kLineVectors + vector,
-                        WithFlag(data, flag));
+      SendLine(args, p, line, valid, data, flag);
     }
   }
 
@@ -62,26 +61,10 @@ __global__ void __launch_bounds__(512) LineTwoShotKernel(LineTwoShotArgs call) {
     const size_t line = g * kLinesPerWarp + LineOfLane();
     const bool valid = line < lines;
     const size_t first = rank * shardWords + line * kLineWords;
-    float acc[4][4 / sizeof(T)];
-    for (int p = 0; p < ranks; ++p) {
-      uint4 in = make_uint4(0, 0, 0, 0);
-      if (p == rank) {
-        if (valid) in = LoadLaneWords(input, args.count, words, first);
-      } else if (!WaitLine(SlotLines(inbox, p, args.slotPairs) + line * kLineVectors + vector, valid, flag, deadline,
-                           in)) {
-        if (threadIdx.x % 32 == 0) RecordFailure(args.barrier, BarrierFailure::kTimeout, p, 3, 0);
-        return;
-      }
-      AccumulateWords<T>(acc, in, p == 0);
-    }
-    const uint4 sum = RoundWords<T>(acc);
-    for (int j = 1; j < ranks; ++j) {
-      const int p = PeerAt(PeerOrder::kRotated, rank, ranks, j);
-      __syncwarp();
-      if (valid)
-        StoreLineVector(SlotLines(args.peerInbox[p], rank, args.slotPairs) + results + line * kLineVectors + vector,
-                        WithFlag(sum, flag));
-    }
+    const auto at = [&](int p) { return SlotLines(inbox, p, args.slotPairs) + line * kLineVectors + vector; };
+    uint4 sum;
+    if (!SumLineInRankOrder<T>(args, words, first, valid, at, flag, deadline, 3, sum)) return;
+    SendLineToPeers(args, lines + line, valid, sum, flag);
     if (valid) StoreLaneWords(output, args.count, first, sum);
   }
 
@@ -92,8 +75,8 @@ __global__ void __launch_bounds__(512) LineTwoShotKernel(LineTwoShotArgs call) {
     for (int j = 1; j < ranks; ++j) {
       const int p = rank >= j ? rank - j : rank - j + ranks;  // the peer whose step j sent to this rank
       uint4 in = make_uint4(0, 0, 0, 0);
-      if (!WaitLine(SlotLines(inbox, p, args.slotPairs) + results + line * kLineVectors + vector, valid, flag,
-                    deadline, in)) {
+      if (!WaitLine(SlotLines(inbox, p, args.slotPairs) + results + line * kLineVectors + vector, valid, flag, deadline,
+                    in)) {
         if (threadIdx.x % 32 == 0) RecordFailure(args.barrier, BarrierFailure::kTimeout, p, 3, 0);
         return;
       }

@@ -46,8 +46,8 @@ void PeerGroup::LineTwoShot(const void* input, void* output, size_t count, Eleme
   args.shardLines = LineShardLines(bytes, ranks());
   cuda_detail::WithElementType(type, [&](auto element) {
     using T = decltype(element);
-    device::LineTwoShotKernel<T><<<LineBlocks(args.shardLines), kLineThreads, 0, stream>>>(args);
-    GRADAGG_CUDA_CHECK_LAUNCH("LineTwoShotKernel");
+    LaunchNodeKernel(device::LineTwoShotKernel<T>, LineBlocks(args.shardLines), kLineThreads, stream, Dependent(bytes),
+                     "LineTwoShotKernel", args);
   });
 }
 

@@ -9,6 +9,7 @@
 // has received this rank's packets of the call in between, sent after this rank finished reading half p.
 #pragma once
 
+#include "intra_node/cuda/dependent_launch.cuh"
 #include "intra_node/cuda/packets.cuh"
 #include "intra_node/cuda/vector_math.cuh"
 
@@ -16,6 +17,7 @@ namespace gradagg::nvlink::device {
 
 template <typename T>
 __global__ void __launch_bounds__(512) OneShotAllReduceKernel(PacketArgs args) {
+  StartAfterPriorGrids();
   const int rank = args.barrier.rank, ranks = args.barrier.ranks;
   const T* input = static_cast<const T*>(args.input);
   T* output = static_cast<T*>(args.output);

@@ -56,8 +56,8 @@ void PeerGroup::OneShot(const void* input, void* output, size_t count, ElementTy
     args.lines = lines;
     cuda_detail::WithElementType(type, [&](auto element) {
       using T = decltype(element);
-      device::LineOneShotKernel<T><<<LineBlocks(lines), kLineThreads, 0, stream>>>(args);
-      GRADAGG_CUDA_CHECK_LAUNCH("LineOneShotKernel");
+      LaunchNodeKernel(device::LineOneShotKernel<T>, LineBlocks(lines), kLineThreads, stream,
+                       Dependent(count * ElementBytes(type)), "LineOneShotKernel", args);
     });
     return;
   }
@@ -67,8 +67,8 @@ void PeerGroup::OneShot(const void* input, void* output, size_t count, ElementTy
   const int blocks = PacketBlocks((count * ElementBytes(type) + 7) / 8);
   cuda_detail::WithElementType(type, [&](auto element) {
     using T = decltype(element);
-    device::OneShotAllReduceKernel<T><<<blocks, config_.threads, 0, stream>>>(args);
-    GRADAGG_CUDA_CHECK_LAUNCH("OneShotAllReduceKernel");
+    LaunchNodeKernel(device::OneShotAllReduceKernel<T>, blocks, config_.threads, stream,
+                     Dependent(count * ElementBytes(type)), "OneShotAllReduceKernel", args);
   });
 }
 

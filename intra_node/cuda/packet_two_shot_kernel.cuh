@@ -17,6 +17,7 @@
 // read it. In place is safe: a thread reads each pair of the input before it writes that pair of the output.
 #pragma once
 
+#include "intra_node/cuda/dependent_launch.cuh"
 #include "intra_node/cuda/packets.cuh"
 #include "intra_node/cuda/peer_order.h"
 #include "intra_node/cuda/vector_math.cuh"
@@ -30,6 +31,7 @@ struct PacketTwoShotArgs {
 
 template <typename T>
 __global__ void __launch_bounds__(512) PacketTwoShotKernel(PacketTwoShotArgs call) {
+  StartAfterPriorGrids();
   const PacketArgs& args = call.packets;
   const int rank = args.barrier.rank, ranks = args.barrier.ranks;
   const T* input = static_cast<const T*>(args.input);

@@ -34,8 +34,8 @@ void PeerGroup::PacketTwoShot(const void* input, void* output, size_t count, Ele
   const int blocks = PacketBlocks(shardPairs);
   cuda_detail::WithElementType(type, [&](auto element) {
     using T = decltype(element);
-    device::PacketTwoShotKernel<T><<<blocks, config_.threads, 0, stream>>>(args);
-    GRADAGG_CUDA_CHECK_LAUNCH("PacketTwoShotKernel");
+    LaunchNodeKernel(device::PacketTwoShotKernel<T>, blocks, config_.threads, stream,
+                     Dependent(count * ElementBytes(type)), "PacketTwoShotKernel", args);
   });
 }
 

@@ -67,6 +67,8 @@ size_t LineShardLines(size_t bytes, int ranks);
 size_t LineTwoShotSlotPairs(size_t bytes, int ranks);
 // Data pairs (8 bytes) in each of `ranks` shards of a packet two-shot of `bytes`.
 size_t PacketShardPairs(size_t bytes, int ranks);
+// Calls of at most this many bytes launch dependent on the kernel before them (dependent_launch.cuh), when not given.
+size_t DefaultDependentLaunchMaxBytes(int ranks);
 // The largest all-push chunk per block and peer when none is given: 128 KiB on 2 GPUs, less for more peers.
 size_t DefaultPushChunkBytes(int ranks);
 
@@ -91,6 +93,8 @@ struct PeerGroupConfig {
   size_t pushChunkBytes = kAutomatic;  // all-push inbox slot per block and peer, 16 KiB .. 1 MiB (by group size): the
                                        // largest chunk of a call of several rounds; a call of one may take two
   PeerOrder peerOrder = PeerOrder::kByGroupSize;  // two-shot blocks write to their peers in this order
+  size_t dependentLaunchMaxBytes = kAutomatic;    // calls of at most this many bytes launch while the stream's kernel
+                                                  // before them ends (dependent_launch.cuh; 0: none; by group size)
 };
 
 class PeerGroup {
@@ -199,6 +203,7 @@ class PeerGroup {
   void FillPacketArgs(device::PacketArgs& args, const void* input, void* output, size_t count) const;
   int PacketBlocks(size_t pairs) const;
   int LineBlocks(size_t lines) const;  // for kLineThreads a block, a warp per 4 lines
+  bool Dependent(size_t bytes) const { return bytes <= config_.dependentLaunchMaxBytes; }
   void PacketTwoShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
   void LineTwoShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
   void Staged(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);

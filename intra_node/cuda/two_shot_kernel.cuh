@@ -16,6 +16,7 @@
 
 #include <type_traits>
 
+#include "intra_node/cuda/dependent_launch.cuh"
 #include "intra_node/cuda/peer_barrier.cuh"
 #include "intra_node/cuda/peer_order.h"
 #include "intra_node/cuda/vector_math.cuh"
@@ -92,6 +93,7 @@ __device__ inline void StoreResult(const TwoShotArgs& args, int ranks, size_t i,
 // pages at a time); else one contiguous slice per block.
 template <typename T, int kRanks, bool kReduce, bool kPushToAll>
 __global__ void __launch_bounds__(512) TwoShotKernel(TwoShotArgs args) {
+  StartAfterPriorGrids();
   constexpr int kE = Vector<T>::kElements;
   const int rank = args.barrier.rank;
   const int ranks = kRanks > 0 ? kRanks : args.barrier.ranks;

@@ -21,11 +21,12 @@ int DefaultTwoShotBlocks(int ranks, int multiprocessors) {
 }
 
 template <typename T, bool kReduce, bool kPushToAll>
-void LaunchTwoShotKernel(int ranks, int blocks, int threads, const device::TwoShotArgs& args, cudaStream_t stream) {
+void LaunchTwoShotKernel(int ranks, int blocks, int threads, const device::TwoShotArgs& args, cudaStream_t stream,
+                         bool dependent) {
   WithRankCount(ranks, [&](auto count) {
-    device::TwoShotKernel<T, decltype(count)::value, kReduce, kPushToAll><<<blocks, threads, 0, stream>>>(args);
+    LaunchNodeKernel(device::TwoShotKernel<T, decltype(count)::value, kReduce, kPushToAll>, blocks, threads, stream,
+                     dependent, "TwoShotKernel", args);
   });
-  GRADAGG_CUDA_CHECK_LAUNCH("TwoShotKernel");
 }
 
 }  // namespace
@@ -58,14 +59,15 @@ void PeerGroup::LaunchTwoShot(const TwoShotCall& call, ElementType type, cudaStr
   const size_t perBlock = static_cast<size_t>(config_.threads) * (16 / elementBytes);
   const int most = config_.blocks > 0 ? config_.blocks : DefaultTwoShotBlocks(ranks(), multiprocessors_);
   const int blocks = static_cast<int>(std::clamp<size_t>((call.largestShard + perBlock - 1) / perBlock, 1, most));
+  const bool dependent = Dependent(call.largestShard * ranks() * elementBytes);
   cuda_detail::WithElementType(type, [&](auto element) {
     using T = decltype(element);
     if (call.reduce && call.pushToAll) {
-      LaunchTwoShotKernel<T, true, true>(ranks(), blocks, config_.threads, args, stream);
+      LaunchTwoShotKernel<T, true, true>(ranks(), blocks, config_.threads, args, stream, dependent);
     } else if (call.reduce) {
-      LaunchTwoShotKernel<T, true, false>(ranks(), blocks, config_.threads, args, stream);
+      LaunchTwoShotKernel<T, true, false>(ranks(), blocks, config_.threads, args, stream, dependent);
     } else {
-      LaunchTwoShotKernel<T, false, true>(ranks(), blocks, config_.threads, args, stream);
+      LaunchTwoShotKernel<T, false, true>(ranks(), blocks, config_.threads, args, stream, dependent);
     }
   });
 }

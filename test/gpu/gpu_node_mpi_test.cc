@@ -43,7 +43,7 @@ class GpuNodeTest : public OneGpuPerRank {
   // All-push on 3 blocks with 16 KiB slots (1024 vectors): many rounds, and wide ones, at small sizes.
   static GpuNodeConfig FewBlocksConfig() {
     GpuNodeConfig config = AllPushConfig();
-    config.group.blocks = 3;                // GRADAGG_NVLINK_BLOCKS
+    config.group.blocks = 3;                 // GRADAGG_NVLINK_BLOCKS
     config.group.pushChunkBytes = 16 << 10;  // GRADAGG_NVLINK_PUSH_CHUNK: the smallest slot
     config.group.packetMaxBytes = 0;         // GRADAGG_NVLINK_PACKET_MAX: small allreduces all-push too
     return config;
@@ -140,8 +140,8 @@ TEST_F(GpuNodeTest, AllPushOfManyRoundsOnFewBlocksIsTheRankOrderSum) {
   GpuNode node(MPI_COMM_WORLD, FewBlocksConfig());
   uint32_t seed = 130;
   for (ElementType type : kTypes)
-    for (size_t count : {size_t{400009}, size_t{40000}, size_t{80000}, size_t{65537}, size_t{1000003},
-                         size_t{40000}, size_t{80000}, size_t{400009}})
+    for (size_t count : {size_t{400009}, size_t{40000}, size_t{80000}, size_t{65537}, size_t{1000003}, size_t{40000},
+                         size_t{80000}, size_t{400009}})
       CheckAllReduce(node, {count, type, 0, 0}, true, ++seed, stream_);
 }
 
@@ -212,6 +212,46 @@ TEST_F(GpuNodeTest, RepeatedCallsWithChangingSizesAndPaths) {
   }
   node.Deregister(out.get());
   node.Deregister(in.get());
+}
+
+// Dependent launches (GRADAGG_NVLINK_DEPENDENT_LAUNCH_MAX), here for calls of every size: in place, one after another
+// with no wait between, each reading what the one before wrote, on every path by size (one-shot in packets and lines,
+// packet and line two-shot, pulled, all-push, staged), in buffers registered and not. Small integers keep every sum
+// exact, so the host's chain is the oracle bit for bit; a kernel that read its input before the kernel before it had
+// finished would miss it.
+TEST_F(GpuNodeTest, DependentLaunchesChainedInPlaceSeeEachOthersResults) {
+  GpuNodeConfig config = GpuNodeConfigFromEnvironment();
+  config.group.dependentLaunchMaxBytes = size_t{1} << 40;  // every call
+  config.group.stagingBytes = 1 << 20;
+  config.group.timeoutSeconds = 20.0;
+  GpuNode node(MPI_COMM_WORLD, config);
+  const size_t counts[] = {1000, 65536, 32768, 524288, 4 << 20, 3, 300000, 1 << 20, 65536, 70000};
+  const size_t most = 4 << 20;
+  const int ranks = WorldSize();
+  for (bool registered : {false, true}) {
+    std::vector<std::vector<float>> chain(ranks, std::vector<float>(most));
+    for (int r = 0; r < ranks; ++r)
+      for (size_t i = 0; i < most; ++i) chain[r][i] = static_cast<float>(static_cast<int>((i * 7 + r * 13) % 9) - 4);
+    DeviceBuffer buffer(most * 4);
+    ASSERT_EQ(cudaMemcpy(buffer.get(), chain[WorldRank()].data(), most * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    if (registered) node.Register(buffer.get(), buffer.bytes());
+    for (size_t count : counts) {
+      node.AllReduce(buffer.get(), buffer.get(), count, ElementType::kFloat32, stream_);
+      for (size_t i = 0; i < count; ++i) {
+        float sum = chain[0][i];
+        for (int r = 1; r < ranks; ++r) sum += chain[r][i];
+        for (int r = 0; r < ranks; ++r) chain[r][i] = sum;
+      }
+    }
+    ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+    node.ThrowIfFailed();
+    const std::vector<float> result = buffer.ToHost<float>(most);
+    size_t wrong = 0, first = SIZE_MAX;
+    for (size_t i = 0; i < most; ++i)
+      if (std::memcmp(&result[i], &chain[WorldRank()][i], 4) != 0 && wrong++ == 0) first = i;
+    EXPECT_EQ(wrong, 0u) << (registered ? "registered" : "unregistered") << ": first wrong element " << first;
+    if (registered) node.Deregister(buffer.get());
+  }
 }
 
 TEST_F(GpuNodeTest, BuffersFreedAndReallocatedBetweenCalls) {
@@ -318,8 +358,8 @@ TEST_F(GpuNodeTest, PhasesLeftToTheReaderHandOutEveryRanksShardAndGatherTheCopie
 // nothing had happened although they read its shard of the gradient before it was ready (and wrote into it).
 // Timeline (deadline 1 s): the punctual ranks fail at 1.0 s, their host function runs 1.0-1.8 s, their FinishGather
 // kernel at 1.8 s; the late rank passes the start at 1.3 s and waits at FinishGather until 2.3 s.
-// Without the mend (ArriveKernel's first line) the late rank returns as if nothing had happened: shown on 4 H100s and on
-// 2 ranks sharing one (bench/results/gpu_aggregation/sum_in_quantizer_4xh100/late_peer/).
+// Without the mend (ArriveKernel's first line) the late rank returns as if nothing had happened: shown on 4 H100s and
+// on 2 ranks sharing one (bench/results/gpu_aggregation/sum_in_quantizer_4xh100/late_peer/).
 TEST_F(GpuNodeTest, APeerLateToThePhasesLeftToTheReaderFailsEveryRank) {
   if (WorldSize() < 2) GTEST_SKIP() << "needs two ranks";
   GpuNode node(MPI_COMM_WORLD, Config(0, 0, 1.0));
@@ -336,8 +376,7 @@ TEST_F(GpuNodeTest, APeerLateToThePhasesLeftToTheReaderFailsEveryRank) {
   try {
     ValueTerms terms;
     ValueCopies copies;
-    ASSERT_TRUE(
-        node.LeavePhasesToPhase2(FlatBuffers({FloatSpan{gradient.as<float>(), count}}), shards, terms, copies));
+    ASSERT_TRUE(node.LeavePhasesToPhase2(FlatBuffers({FloatSpan{gradient.as<float>(), count}}), shards, terms, copies));
     if (!late) {
       const auto sleep = [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(800)); };
       ASSERT_EQ(cudaLaunchHostFunc(stream_, sleep, nullptr), cudaSuccess);
@@ -368,8 +407,8 @@ TEST_F(GpuNodeTest, AllPushReduceScatterOfOddShardsAndChangingSizes) {
     node.Register(stripe.get(), stripe.bytes());
     node.Register(output.get(), output.bytes());
     uint32_t seed = fewBlocks ? 750 : 700;
-    for (size_t count : {most, size_t{4099}, size_t{40000}, size_t{80000}, size_t{262147}, size_t{37}, size_t{80000},
-                         most}) {
+    for (size_t count :
+         {most, size_t{4099}, size_t{40000}, size_t{80000}, size_t{262147}, size_t{37}, size_t{80000}, most}) {
       for (ElementType type : kTypes) {
         const size_t bytes = ElementBytes(type);
         std::vector<ElementRange> shards;

@@ -100,6 +100,10 @@ GpuNode::GpuNode(MPI_Comm node, const GpuNodeConfig& config) : config_(config), 
   int sumInReader = config_.sumInReader ? 1 : 0;
   GRADAGG_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sumInReader, 1, MPI_INT, MPI_MIN, node_.get()));
   config_.sumInReader = sumInReader == 1;
+  // Ranks sharing a GPU run their kernels side by side: a rank's next kernel, launched dependent, would wait on the GPU
+  // beside its current one, which spins for another rank's kernel that may then find no room (dependent_launch.cuh).
+  if (config_.shareGpus && config_.group.dependentLaunchMaxBytes == nvlink::kAutomatic)
+    config_.group.dependentLaunchMaxBytes = 0;
 
   // 1. Who reaches whom.
   const std::vector<std::string> pciIds = AllGatherStrings(node_.get(), nvlink::CurrentDevicePciBusId(), 64);

@@ -50,6 +50,7 @@ struct GpuNodeConfig {
 
 // Defaults overridden by GRADAGG_NVLINK_ONE_SHOT_MAX (bytes), GRADAGG_NVLINK_PACKET_MAX (bytes, 0: off),
 // GRADAGG_NVLINK_LINE_MAX (bytes, 0: off), GRADAGG_NVLINK_ONE_SHOT_LINES_ABOVE (bytes),
+// GRADAGG_NVLINK_DEPENDENT_LAUNCH_MAX (bytes, 0: none; with GRADAGG_NVLINK_SHARE_GPUS none unless set),
 // GRADAGG_NVLINK_STAGING (bytes), GRADAGG_NVLINK_TIMEOUT (seconds), GRADAGG_NVLINK_BLOCKS, GRADAGG_NVLINK_THREADS
 // (per block), GRADAGG_NVLINK_INTERLEAVED (0: one slice per block), GRADAGG_NVLINK_ALL_PUSH (1: all-push, 0: owners
 // pull; unset: by group size), GRADAGG_NVLINK_PUSH_CHUNK (bytes), GRADAGG_NVLINK_PEER_ORDER (0, 1, 2: PeerOrder),
@@ -105,8 +106,8 @@ class GpuNode : public IntraNodePhase {
   // Collective over the node: whether [buffer, buffer + bytes) lies, on every rank, in the same registration at the
   // same offset, so that registered-buffer calls may use it (false across groups; buffer may be null).
   bool RegisteredAlike(const void* buffer, size_t bytes);
-  // Allreduces of at most this many bytes take any buffer, registered or not (the one-shot and packet two-shot
-  // paths; across groups, the host path takes any buffer at every size).
+  // Allreduces of at most this many bytes take any buffer, registered or not (the one-shot and the packet and line
+  // two-shots; across groups, the host path takes any buffer at every size).
   size_t AnyBufferMaxBytes() const;
   // Whether every call takes any device buffers, registered or not (a chain of groups and the host path copy into
   // their own), so that the caller never needs to gather a tensor into a registered one.

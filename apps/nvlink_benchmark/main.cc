@@ -48,8 +48,8 @@ bool Parse(int argc, char** argv, Settings& settings, int rank) {
   flags.add_options()("datatype,d", po::value(&typeText), "float, bfloat16 or half (float)")(
       "check,c", po::value<int>()->default_value(1), "check every element (1) or not (0)")(
       "repeats,r", po::value(&settings.repeats), "time -n calls this many times and report the median (1)")(
-      "no-nccl", "leave out the NCCL rows")("no-symmetric", "leave out NCCL on symmetric windows")("host-fallback",
-                                            "also time the node's groups reducing through host memory (float only)");
+      "no-nccl", "leave out the NCCL rows")("no-symmetric", "leave out NCCL on symmetric windows")(
+      "host-fallback", "also time the node's groups reducing through host memory (float only)");
   po::variables_map values;
   std::string error = sweepFlags.Parse(argc, argv, flags, values, 2);
   if (typeText == "float" || typeText == "float32") {
@@ -153,15 +153,18 @@ int Run(const Settings& settings) {
   const bool symmetric = nccl && settings.symmetric && nccl->AllocateSymmetric(maxCount * elementBytes, symmetricWhy);
 
   if (rank == 0) {
-    std::printf("# gradagg_nvlink_benchmark: %d ranks, %s, %d iterations, %d warm-ups", ranks,
-                ToString(settings.type), settings.sweep.iterations, settings.sweep.warmups);
+    std::printf("# gradagg_nvlink_benchmark: %d ranks, %s, %d iterations, %d warm-ups", ranks, ToString(settings.type),
+                settings.sweep.iterations, settings.sweep.warmups);
     if (settings.repeats > 1) std::printf(", the median of %d timings", settings.repeats);
     std::printf("\n");
     std::printf("# node: %s", node.Describe().c_str());
     if (node.fullyConnected())
-      std::printf(", one-shot up to %zu bytes (in lines above %zu), packet two-shot up to %zu, line two-shot up to %zu",
-                  node.peers().config().oneShotMaxBytes, node.peers().config().oneShotLinesAbove,
-                  node.peers().config().packetMaxBytes, node.peers().config().lineMaxBytes);
+      std::printf(
+          ", one-shot up to %zu bytes (in lines above %zu), packet two-shot up to %zu, line two-shot up to %zu, "
+          "launched dependent up to %zu",
+          node.peers().config().oneShotMaxBytes, node.peers().config().oneShotLinesAbove,
+          node.peers().config().packetMaxBytes, node.peers().config().lineMaxBytes,
+          node.peers().config().dependentLaunchMaxBytes);
     std::printf("\n");
     if (host) std::printf("# host: the same node through host memory; vs_host = host time / gradagg time\n");
     std::printf("# NCCL: %s\n", nccl ? ("libnccl " + nccl->version() + ", NCCL_NVLS_ENABLE=0").c_str()
@@ -207,8 +210,8 @@ int Run(const Settings& settings) {
     size_t symmetricWrong = 0;
     double symmetricTime = 0.0;
     if (symmetric) {
-      GRADAGG_CUDA_CHECK(cudaMemcpyAsync(nccl->symmetricInput(), input, count * elementBytes, cudaMemcpyDeviceToDevice,
-                                         stream));
+      GRADAGG_CUDA_CHECK(
+          cudaMemcpyAsync(nccl->symmetricInput(), input, count * elementBytes, cudaMemcpyDeviceToDevice, stream));
       symmetricTime = timeAndCheckOn(nccl->symmetricInput(), nccl->symmetricOutput(), through(*nccl), symmetricWrong);
     }
     const double best = symmetric ? std::min(theirs, symmetricTime) : theirs;

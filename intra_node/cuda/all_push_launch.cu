@@ -33,8 +33,7 @@ size_t DefaultPushChunkBytes(int ranks) {
 
 bool PeerGroup::CanPush(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type) const {
   const size_t elementBytes = ElementBytes(type);
-  if (config_.reduction != Reduction::kAllPush || call.largestShard * ranks() * elementBytes < pushMinBytes_)
-    return false;
+  if (config_.reduction != Reduction::kAllPush || CallBytes(call, elementBytes) < pushMinBytes_) return false;
   for (int p = 0; p < ranks(); ++p) {
     // Allocations start 256-byte aligned, so the offsets in every rank's records decide, the same on all ranks.
     const size_t input = call.input.registration->exported[p].offset + call.input.offset;
@@ -76,7 +75,7 @@ void PeerGroup::LaunchAllPush(const TwoShotCall& call, const std::vector<Element
   args.order = config_.peerOrder;
   args.barrier = Barrier();
   const int blocks = static_cast<int>(std::min<size_t>(args.chunks, pushBlocks_));
-  const bool dependent = Dependent(call.largestShard * ranks() * ElementBytes(type));
+  const bool dependent = Dependent(CallBytes(call, ElementBytes(type)));
   cuda_detail::WithElementType(type, [&](auto element) {
     using T = decltype(element);
     if (call.pushToAll) {

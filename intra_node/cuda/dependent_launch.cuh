@@ -4,7 +4,10 @@
 // launch's own latency overlaps the kernel before instead of following it. Every kernel that LaunchNodeKernel may
 // launch so calls StartAfterPriorGrids before it touches memory or reads the clock. The kernel also lets the next
 // kernel in the stream, if that one allows it, start the same way; its blocks then wait without running, beside
-// blocks that are all resident already, so no kernel is kept from finishing.
+// blocks that are all resident already, so no kernel is kept from finishing where one process drives the GPU's node
+// kernels. Not so where ranks share a GPU: there a waiting kernel may leave no room for another rank's kernel that
+// the running one waits for, so GpuNode launches nothing dependent when ranks share GPUs. Only kernels compiled for
+// sm_90 or later wait: PeerGroup launches dependent only when its kernels' PTX is (KernelsWaitForPriorGrids).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -39,7 +42,10 @@ void LaunchNodeKernel(void (*kernel)(Params...), int blocks, int threads, cudaSt
   config.attrs = &attribute;
   config.numAttrs = dependent ? 1 : 0;
   const cudaError_t status = cudaLaunchKernelEx(&config, kernel, args...);
-  if (status != cudaSuccess) throw CudaError(std::string("kernel ") + name, status, __FILE__, __LINE__);
+  if (status != cudaSuccess) {
+    cudaGetLastError();  // clears it, so that no later launch check reports it again
+    throw CudaError(std::string("kernel ") + name, status, __FILE__, __LINE__);
+  }
 }
 
 }  // namespace gradagg::nvlink

@@ -53,6 +53,15 @@ __device__ inline bool WaitLine(const uint4* at, bool valid, uint32_t flag, uint
   }
 }
 
+// WaitLine for local rank `peer`'s line at `at`; when it does not come in time, the failure recorded (as at
+// `barrier`, by the warp's first lane). Warp-uniform.
+__device__ inline bool ReceiveLine(const PacketArgs& args, const uint4* at, bool valid, uint32_t flag,
+                                   uint64_t deadline, int peer, int barrier, uint4& v) {
+  if (WaitLine(at, valid, flag, deadline, v)) return true;
+  if (threadIdx.x % 32 == 0) RecordFailure(args.barrier, BarrierFailure::kTimeout, peer, barrier, 0);
+  return false;
+}
+
 // This lane's words of a line whose first data word is message word `first`: words past `words` read as 0.
 template <typename T>
 __device__ inline uint4 LoadLaneWords(const T* input, size_t count, size_t words, size_t first) {
@@ -142,8 +151,7 @@ __device__ inline bool SumLineInRankOrder(const PacketArgs& args, size_t words, 
     uint4 in = make_uint4(0, 0, 0, 0);
     if (p == args.barrier.rank) {
       if (valid) in = LoadLaneWords(input, args.count, words, first);
-    } else if (!WaitLine(at(p), valid, flag, deadline, in)) {
-      if (threadIdx.x % 32 == 0) RecordFailure(args.barrier, BarrierFailure::kTimeout, p, barrier, 0);
+    } else if (!ReceiveLine(args, at(p), valid, flag, deadline, p, barrier, in)) {
       return false;
     }
     AccumulateWords<T>(acc, in, p == 0);

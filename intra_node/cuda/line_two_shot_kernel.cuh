@@ -75,11 +75,8 @@ __global__ void __launch_bounds__(512) LineTwoShotKernel(LineTwoShotArgs call) {
     for (int j = 1; j < ranks; ++j) {
       const int p = rank >= j ? rank - j : rank - j + ranks;  // the peer whose step j sent to this rank
       uint4 in = make_uint4(0, 0, 0, 0);
-      if (!WaitLine(SlotLines(inbox, p, args.slotPairs) + results + line * kLineVectors + vector, valid, flag, deadline,
-                    in)) {
-        if (threadIdx.x % 32 == 0) RecordFailure(args.barrier, BarrierFailure::kTimeout, p, 3, 0);
-        return;
-      }
+      const uint4* at = SlotLines(inbox, p, args.slotPairs) + results + line * kLineVectors + vector;
+      if (!ReceiveLine(args, at, valid, flag, deadline, p, 3, in)) return;
       if (valid) StoreLaneWords(output, args.count, p * shardWords + line * kLineWords, in);
     }
   }

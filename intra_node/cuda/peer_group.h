@@ -204,6 +204,13 @@ class PeerGroup {
   int PacketBlocks(size_t pairs) const;
   int LineBlocks(size_t lines) const;  // for kLineThreads a block, a warp per 4 lines
   bool Dependent(size_t bytes) const { return bytes <= config_.dependentLaunchMaxBytes; }
+  // The bytes a two-shot call reduces, as its largest shard on every rank (the sizes that pick its path).
+  size_t CallBytes(const TwoShotCall& call, size_t elementBytes) const {
+    return call.largestShard * ranks() * elementBytes;
+  }
+  // Whether this GPU and the node kernels' code (PTX for sm_90 or later) wait for the kernel before them when launched
+  // dependent (dependent_launch.cuh); all of them are built alike, so one stands for all.
+  bool KernelsWaitForPriorGrids() const;
   void PacketTwoShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
   void LineTwoShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
   void Staged(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);

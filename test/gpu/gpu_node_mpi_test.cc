@@ -40,6 +40,47 @@ class GpuNodeTest : public OneGpuPerRank {
     config.group.reduction = nvlink::Reduction::kAllPush;  // GRADAGG_NVLINK_ALL_PUSH=1
     return config;
   }
+  // The environment's settings, every call launched dependent, a small staging area (staged calls of many chunks).
+  static GpuNodeConfig ChainConfig() {
+    GpuNodeConfig config = GpuNodeConfigFromEnvironment();
+    config.group.dependentLaunchMaxBytes = size_t{1} << 40;  // every call
+    config.group.stagingBytes = 1 << 20;
+    config.group.timeoutSeconds = 20.0;
+    return config;
+  }
+  // Ten allreduces in place, one after another with no wait between, from 3 to 4 Mi floats (every path by size),
+  // in a buffer registered and in one not, checked bit for bit against the host's chain of rank-order sums.
+  void CheckChainedInPlace(const GpuNodeConfig& config, const char* label) {
+    GpuNode node(MPI_COMM_WORLD, config);
+    const size_t counts[] = {1000, 65536, 32768, 524288, 4 << 20, 3, 300000, 1 << 20, 65536, 70000};
+    const size_t most = 4 << 20;
+    const int ranks = WorldSize();
+    for (bool registered : {false, true}) {
+      std::vector<std::vector<float>> chain(ranks, std::vector<float>(most));
+      for (int r = 0; r < ranks; ++r)
+        for (size_t i = 0; i < most; ++i) chain[r][i] = static_cast<float>(static_cast<int>((i * 7 + r * 13) % 9) - 4);
+      DeviceBuffer buffer(most * 4);
+      ASSERT_EQ(cudaMemcpy(buffer.get(), chain[WorldRank()].data(), most * 4, cudaMemcpyHostToDevice), cudaSuccess);
+      if (registered) node.Register(buffer.get(), buffer.bytes());
+      for (size_t count : counts) {
+        node.AllReduce(buffer.get(), buffer.get(), count, ElementType::kFloat32, stream_);
+        for (size_t i = 0; i < count; ++i) {
+          float sum = chain[0][i];
+          for (int r = 1; r < ranks; ++r) sum += chain[r][i];
+          for (int r = 0; r < ranks; ++r) chain[r][i] = sum;
+        }
+      }
+      ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+      node.ThrowIfFailed();
+      const std::vector<float> result = buffer.ToHost<float>(most);
+      size_t wrong = 0, first = SIZE_MAX;
+      for (size_t i = 0; i < most; ++i)
+        if (std::memcmp(&result[i], &chain[WorldRank()][i], 4) != 0 && wrong++ == 0) first = i;
+      EXPECT_EQ(wrong, 0u) << label << ", " << (registered ? "registered" : "unregistered") << ": first wrong element "
+                           << first;
+      if (registered) node.Deregister(buffer.get());
+    }
+  }
   // All-push on 3 blocks with 16 KiB slots (1024 vectors): many rounds, and wide ones, at small sizes.
   static GpuNodeConfig FewBlocksConfig() {
     GpuNodeConfig config = AllPushConfig();
@@ -215,43 +256,29 @@ TEST_F(GpuNodeTest, RepeatedCallsWithChangingSizesAndPaths) {
 }
 
 // Dependent launches (GRADAGG_NVLINK_DEPENDENT_LAUNCH_MAX), here for calls of every size: in place, one after another
-// with no wait between, each reading what the one before wrote, on every path by size (one-shot in packets and lines,
-// packet and line two-shot, pulled, all-push, staged), in buffers registered and not. Small integers keep every sum
-// exact, so the host's chain is the oracle bit for bit; a kernel that read its input before the kernel before it had
-// finished would miss it.
+// with no wait between, each reading what the one before wrote, on every path by size, in buffers registered and not.
+// Small integers keep every sum exact, so the host's chain is the oracle bit for bit; a kernel that read its input
+// before the kernel before it had finished would miss it (a build without the wait: 266666 wrong elements).
 TEST_F(GpuNodeTest, DependentLaunchesChainedInPlaceSeeEachOthersResults) {
-  GpuNodeConfig config = GpuNodeConfigFromEnvironment();
-  config.group.dependentLaunchMaxBytes = size_t{1} << 40;  // every call
-  config.group.stagingBytes = 1 << 20;
-  config.group.timeoutSeconds = 20.0;
-  GpuNode node(MPI_COMM_WORLD, config);
-  const size_t counts[] = {1000, 65536, 32768, 524288, 4 << 20, 3, 300000, 1 << 20, 65536, 70000};
-  const size_t most = 4 << 20;
-  const int ranks = WorldSize();
-  for (bool registered : {false, true}) {
-    std::vector<std::vector<float>> chain(ranks, std::vector<float>(most));
-    for (int r = 0; r < ranks; ++r)
-      for (size_t i = 0; i < most; ++i) chain[r][i] = static_cast<float>(static_cast<int>((i * 7 + r * 13) % 9) - 4);
-    DeviceBuffer buffer(most * 4);
-    ASSERT_EQ(cudaMemcpy(buffer.get(), chain[WorldRank()].data(), most * 4, cudaMemcpyHostToDevice), cudaSuccess);
-    if (registered) node.Register(buffer.get(), buffer.bytes());
-    for (size_t count : counts) {
-      node.AllReduce(buffer.get(), buffer.get(), count, ElementType::kFloat32, stream_);
-      for (size_t i = 0; i < count; ++i) {
-        float sum = chain[0][i];
-        for (int r = 1; r < ranks; ++r) sum += chain[r][i];
-        for (int r = 0; r < ranks; ++r) chain[r][i] = sum;
-      }
-    }
-    ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-    node.ThrowIfFailed();
-    const std::vector<float> result = buffer.ToHost<float>(most);
-    size_t wrong = 0, first = SIZE_MAX;
-    for (size_t i = 0; i < most; ++i)
-      if (std::memcmp(&result[i], &chain[WorldRank()][i], 4) != 0 && wrong++ == 0) first = i;
-    EXPECT_EQ(wrong, 0u) << (registered ? "registered" : "unregistered") << ": first wrong element " << first;
-    if (registered) node.Deregister(buffer.get());
-  }
+  CheckChainedInPlace(ChainConfig(), "defaults");  // one-shot and packet two-shot in packets, pulled, all-push, staged
+  GpuNodeConfig lines = ChainConfig();             // the opt-in line paths: one-shot in lines, line two-shot
+  lines.group.oneShotMaxBytes = 256 << 10;
+  lines.group.oneShotLinesAbove = 64 << 10;
+  lines.group.packetMaxBytes = 0;
+  lines.group.lineMaxBytes = 4 << 20;
+  CheckChainedInPlace(lines, "lines");
+}
+
+// The reason the line paths are opt-in: with packet two-shots among the calls, a line call now and then took a line
+// whose first 64 bytes were still the previous call's under this call's flag (4 H100s: 14-30 wrong elements in 10 of
+// 98 chains, with and without dependent launches; bench/results/nvlink_allreduce/h100x4/torn_lines/). Disabled until
+// that is understood; run it with --gtest_also_run_disabled_tests.
+TEST_F(GpuNodeTest, DISABLED_LinesAfterPacketTwoShotsChainedInPlace) {
+  GpuNodeConfig config = ChainConfig();
+  config.group.oneShotMaxBytes = 64 << 10;
+  config.group.packetMaxBytes = 512 << 10;
+  config.group.lineMaxBytes = 4 << 20;
+  CheckChainedInPlace(config, "packet two-shot and lines");
 }
 
 TEST_F(GpuNodeTest, BuffersFreedAndReallocatedBetweenCalls) {

@@ -40,7 +40,7 @@ int PeerGroup::LineBlocks(size_t lines) const {
 void PeerGroup::LineTwoShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
   if (count == 0) return;  // nothing moves, so no call is counted: every rank skips it alike
   const size_t bytes = count * ElementBytes(type);
-  if (LineTwoShotSlotPairs(bytes, ranks()) > inboxHalfBytes_ / ranks() / sizeof(uint4))
+  if (LineTwoShotSlotPairs(bytes, ranks()) > SlotPairs())
     throw UsageError("a line two-shot of " + std::to_string(bytes) + " bytes does not fit the inbox (" + names_[rank_] +
                      ")");
   StartCall(Mix(Mix(10, static_cast<uint64_t>(type)), count));

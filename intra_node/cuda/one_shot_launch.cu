@@ -37,7 +37,7 @@ void PeerGroup::FillPacketArgs(device::PacketArgs& args, const void* input, void
   const size_t half = (calls_ & 1) * inboxHalfBytes_;
   for (int p = 0; p < ranks(); ++p)
     args.peerInbox[p] = reinterpret_cast<uint4*>(scratch_.peer[p] + kControlBytes + half);
-  args.slotPairs = inboxHalfBytes_ / ranks() / sizeof(uint4);
+  args.slotPairs = SlotPairs();
   args.barrier = Barrier();
 }
 
@@ -59,8 +59,7 @@ void PeerGroup::OneShot(const void* input, void* output, size_t count, ElementTy
   if (count == 0) return;  // nothing moves, so no call is counted: every rank skips it alike
   const size_t bytes = count * ElementBytes(type);
   const size_t lines = LineShardLines(bytes, 1);
-  if (bytes > config_.oneShotLinesAbove &&
-      device::kLineVectors * (1 + lines) <= inboxHalfBytes_ / ranks() / sizeof(uint4)) {
+  if (bytes > config_.oneShotLinesAbove && device::kLineVectors * (1 + lines) <= SlotPairs()) {
     StartCall(Mix(Mix(11, static_cast<uint64_t>(type)), count));
     device::LineOneShotArgs args{};
     FillPacketArgs(args.packets, input, output, count);

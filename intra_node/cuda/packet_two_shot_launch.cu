@@ -24,7 +24,7 @@ size_t PacketShardPairs(size_t bytes, int ranks) { return (bytes + 8 * ranks - 1
 void PeerGroup::PacketTwoShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
   if (count == 0) return;  // nothing moves, so no call is counted: every rank skips it alike
   const size_t shardPairs = PacketShardPairs(count * ElementBytes(type), ranks());
-  if (1 + 2 * shardPairs > inboxHalfBytes_ / ranks() / sizeof(uint4))
+  if (1 + 2 * shardPairs > SlotPairs())
     throw UsageError("a packet two-shot of " + std::to_string(count * ElementBytes(type)) +
                      " bytes does not fit the inbox (" + names_[rank_] + ")");
   StartCall(Mix(Mix(6, static_cast<uint64_t>(type)), count));

@@ -201,6 +201,8 @@ class PeerGroup {
   void OneShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
   // What both packet paths pass their kernel for this call (after StartCall), and their blocks for `pairs` per rank.
   void FillPacketArgs(device::PacketArgs& args, const void* input, void* output, size_t count) const;
+  // 16-byte pairs in each sender's slot of an inbox half: what a packet or line call may fill.
+  size_t SlotPairs() const { return inboxHalfBytes_ / ranks() / sizeof(uint4); }
   int PacketBlocks(size_t pairs) const;
   int LineBlocks(size_t lines) const;  // for kLineThreads a block, a warp per 4 lines
   bool Dependent(size_t bytes) const { return bytes <= config_.dependentLaunchMaxBytes; }

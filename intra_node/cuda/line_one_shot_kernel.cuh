@@ -1,5 +1,5 @@
 // One-shot allreduce in line packets (line_packets.cuh): the one-shot of one_shot_kernel.cuh, its (G-1) copies of the
-// message in 128-byte lines of 31 data words instead of 8-byte packets of 4, so it sends 32/31 of them instead of
+// message in 128-byte lines of 30 data words instead of 8-byte packets of 4, so it sends 16/15 of them instead of
 // twice them. One NVLink crossing, no barrier, no fence, any buffer, warp by warp:
 // 1. each warp pushes its lines of the local input into every peer's inbox, in the slot of this rank (after the
 //    signature pair and its padding to 128 bytes);

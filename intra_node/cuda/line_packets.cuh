@@ -1,12 +1,15 @@
-// Line packets: 128-byte lines of 31 data words and one flag word (the call's number, the line's last word), each
-// line written by eight lanes of one warp in one 16-byte store apiece and read the same way, as NCCL's LL128
-// protocol does. A reader trusts a whole line once its flag has landed: this relies on NVLink delivering a warp's
-// aligned 128-byte store, and L2 serving a warp's 128-byte load, whole. Against packets.cuh (4 data bytes per 4 flag
-// bytes, safe even when a 16-byte store splits) a line carries 31 data words in 32 instead of 4 in 8.
+// Line packets: 128-byte lines of 30 data words and two flag words (the call's number, the last word of each 64-byte
+// half), each line written by eight lanes of one warp in one 16-byte store apiece and read the same way, as NCCL's
+// LL128 protocol does, but with a flag in each half. One flag a line trusts NVLink to deliver a warp's aligned 128-byte
+// store whole and in address order; on 4 H100s a reader now and then saw the flag half of a line while the first half
+// still held an earlier call's data (bench/results/nvlink_allreduce/h100x4/torn_lines/), as NCCL reports of the two
+// 64-byte halves on GH200's PCIe to NVLink-C2C path. So each half is trusted on its own flag. Against packets.cuh (4
+// data bytes per 4 flag bytes, safe even when a 16-byte store splits) a line carries 30 data words in 32 instead of 4
+// in 8.
 //
 // Lanes 8k .. 8k + 7 of a warp handle one line (k = 0..3: a warp covers 4 lines at a time); lane 8k + v holds the
-// line's 16-byte vector v, words 4v .. 4v + 3, and vector 7's last word is the flag. Every loop over lines must be
-// warp-uniform: waits decide with the whole warp.
+// line's 16-byte vector v, and the last word of vectors 3 and 7 is a flag: vectors 0-3 carry data words 0-14, vectors
+// 4-7 words 15-29. Every loop over lines must be warp-uniform: waits decide with the whole warp.
 #pragma once
 
 #include <cstddef>
@@ -17,16 +20,21 @@
 
 namespace gradagg::nvlink::device {
 
-constexpr int kLineVectors = 8;                   // 16-byte vectors in a line
-constexpr int kLineWords = 4 * kLineVectors - 1;  // data words in a line
-constexpr int kLinesPerWarp = 32 / kLineVectors;  // lines a warp covers at a time
+constexpr int kLineVectors = 8;                                // 16-byte vectors in a line
+constexpr int kFlagEvery = 4;                                  // vectors per flag: one in each 64-byte half
+constexpr int kLineWords = 4 * kLineVectors - kLineVectors / kFlagEvery;  // data words in a line
+constexpr int kLinesPerWarp = 32 / kLineVectors;               // lines a warp covers at a time
 constexpr unsigned kFullWarp = 0xffffffffu;
 
 __device__ inline int LineVector() { return static_cast<int>(threadIdx.x % kLineVectors); }
 __device__ inline int LineOfLane() { return static_cast<int>(threadIdx.x % 32) / kLineVectors; }
 
-// How many of this lane's 4 words carry data (the flag lane: 3).
-__device__ inline int LaneDataWords() { return LineVector() == kLineVectors - 1 ? 3 : 4; }
+// Whether this lane's last word is a flag (the last vector of each half).
+__device__ inline bool IsFlagLane() { return LineVector() % kFlagEvery == kFlagEvery - 1; }
+// How many of this lane's 4 words carry data (a flag lane: 3).
+__device__ inline int LaneDataWords() { return IsFlagLane() ? 3 : 4; }
+// The line's data word this lane's first word holds: 4 per vector before it, less the flags among them.
+__device__ inline int LaneFirstWord() { return 4 * LineVector() - LineVector() / kFlagEvery; }
 
 __device__ inline void StoreLineVector(uint4* at, uint4 v) {
   asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(at), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
@@ -42,12 +50,12 @@ __device__ inline uint4 LoadLineVector(const uint4* at) {
   return v;
 }
 
-// Spins until every valid line of the warp carries `flag` (v: this lane's vector of it). Warp-uniform: true on
-// every lane, or false on every lane once the deadline has passed.
+// Spins until both halves of every valid line of the warp carry `flag` (v: this lane's vector of it). Warp-uniform:
+// true on every lane, or false on every lane once the deadline has passed.
 __device__ inline bool WaitLine(const uint4* at, bool valid, uint32_t flag, uint64_t deadline, uint4& v) {
   for (int spins = 0;; ++spins) {
     if (valid) v = LoadLineVector(at);
-    const bool late = valid && LineVector() == kLineVectors - 1 && v.w != flag;
+    const bool late = valid && IsFlagLane() && v.w != flag;
     if (!__any_sync(kFullWarp, late)) return true;
     if ((spins & 1023) == 1023 && __any_sync(kFullWarp, GlobalTimerNs() > deadline)) return false;
   }
@@ -66,7 +74,7 @@ __device__ inline bool ReceiveLine(const PacketArgs& args, const uint4* at, bool
 template <typename T>
 __device__ inline uint4 LoadLaneWords(const T* input, size_t count, size_t words, size_t first) {
   uint32_t w[4] = {0, 0, 0, 0};
-  const size_t at = first + 4 * static_cast<size_t>(LineVector());
+  const size_t at = first + static_cast<size_t>(LaneFirstWord());
   for (int k = 0; k < LaneDataWords(); ++k)
     if (at + k < words) w[k] = LoadWord(input, count, at + k);
   return make_uint4(w[0], w[1], w[2], w[3]);
@@ -77,7 +85,7 @@ template <typename T>
 __device__ inline void StoreLaneWords(T* output, size_t count, size_t first, uint4 v) {
   constexpr int kPerWord = 4 / static_cast<int>(sizeof(T));
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-  const size_t at = first + 4 * static_cast<size_t>(LineVector());
+  const size_t at = first + static_cast<size_t>(LaneFirstWord());
   for (int k = 0; k < LaneDataWords(); ++k) {
     const T* elements = reinterpret_cast<const T*>(&w[k]);
 #pragma unroll
@@ -86,9 +94,9 @@ __device__ inline void StoreLaneWords(T* output, size_t count, size_t first, uin
   }
 }
 
-// The vector to send: the lane's data words, and the flag in the flag lane's last word.
+// The vector to send: the lane's data words, and the flag in a flag lane's last word.
 __device__ inline uint4 WithFlag(uint4 v, uint32_t flag) {
-  if (LineVector() == kLineVectors - 1) v.w = flag;
+  if (IsFlagLane()) v.w = flag;
   return v;
 }
 

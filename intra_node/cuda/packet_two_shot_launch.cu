@@ -11,12 +11,12 @@
 
 namespace gradagg::nvlink {
 
-size_t DefaultPacketMaxBytes(int ranks) {
-  // Above the one-shot, where the two-shot's two barriers cost more than its bytes: on 4 H100s 7.6 us at 256 KiB
-  // launched dependent (bench/results/nvlink_allreduce/h100x4/dependent_launch/), the one-shot 10.7 there; at 512 KiB
-  // 15.0 against NCCL's 14.1 (bench/NOTES.md, section 5). Two GPUs: the one-shot sends one copy, as few bytes as this
-  // path, in one crossing instead of two. Eight: not measured.
-  return ranks > 2 && ranks <= 4 ? (256 << 10) : 0;
+size_t DefaultPacketMaxBytes(int /*ranks*/) {
+  // Off by default: on 4 H100s it took 256 KiB (8.3-8.6 us) until the one-shot in lines, launched dependent, did it
+  // in 7.4 against its 7.7 (bench/results/nvlink_allreduce/h100x4/dependent_launch/); above 256 KiB the line two-shot
+  // is faster (10.3 against 10.8 us at 512 KiB, 12.3 against 16.3 at 1 MiB). Two GPUs: the one-shot sends one copy,
+  // as few bytes as this path, in one crossing instead of two. Eight: not measured.
+  return 0;
 }
 
 size_t PacketShardPairs(size_t bytes, int ranks) { return (bytes + 8 * ranks - 1) / (8 * ranks); }

@@ -16,12 +16,11 @@ namespace gradagg::nvlink {
 
 size_t DefaultDependentLaunchMaxBytes(int ranks) {
   // Measured on 4 H100s against plain launches, alternating twice (bench/results/nvlink_allreduce/h100x4/
-  // dependent_launch/): 4 GPUs 8 B - 64 KiB ~0.6 us less (one-shot packets), 256 KiB 8.4-8.6 -> 7.6 us (the packet
-  // two-shot); the line kernels 1 MiB faster, 4 MiB 31 -> 32.4 slower, all-push 0.3-0.6% slower; 2 GPUs up to 512
-  // KiB faster (the one-shot in packets, 7.3 -> 6.4 us), the line one-shot at 1-2 MiB slower. Taken for the packet
-  // paths measured: up to 256 KiB on 3-4 GPUs, 512 KiB on 2. Eight: not measured.
+  // dependent_launch/): 4 GPUs 8 B - 1 MiB faster (256 KiB 8.4-8.6 -> 7.6 us, the small sizes ~0.6 us less), 2 MiB
+  // alike, 4 MiB 31 -> 32.4 and 256 MiB - 1 GiB 0.3-0.6% slower; 2 GPUs up to 512 KiB faster (7.3 -> 6.4 us), 1 MiB
+  // 9.2 -> 10.2 and 2 MiB 15 -> 18.6 slower. Eight: not measured.
   if (ranks == 2) return 512 << 10;
-  return ranks > 2 && ranks <= 4 ? (256 << 10) : 0;
+  return ranks > 2 && ranks <= 4 ? (1 << 20) : 0;
 }
 
 PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather allGather, PeerGroupConfig config)

@@ -8,7 +8,7 @@
 //   buffer;
 // - packet two-shot allreduce (bytes <= packetMaxBytes): a reduce-scatter and an all-gather, both in packets through
 //   the same inboxes, one kernel, no barrier, any buffer;
-// - line two-shot allreduce (bytes <= lineMaxBytes): the same in 128-byte lines, 31 data words in 32;
+// - line two-shot allreduce (bytes <= lineMaxBytes): the same in 128-byte lines, 30 data words in 32;
 // - two-shot allreduce and reduce-scatter on registered buffers: all-push (each rank writes its peers' parts into
 //   their inboxes, owners sum locally and write the results), or pulled from the peers' inputs, as
 //   PeerGroupConfig::reduction chooses by group and size, and wherever a shard is not 16-byte aligned on every rank;
@@ -60,7 +60,7 @@ size_t DefaultOneShotLinesAbove(int ranks);
 size_t DefaultPacketMaxBytes(int ranks);
 // The line two-shot's upper threshold when none is given (0: that path off).
 size_t DefaultLineMaxBytes(int ranks);
-// 128-byte lines (31 data words) in each of `ranks` shards of a line two-shot of `bytes`.
+// 128-byte lines (30 data words) in each of `ranks` shards of a line two-shot of `bytes`.
 size_t LineShardLines(size_t bytes, int ranks);
 // The 16-byte pairs a line two-shot of `bytes` takes in each sender's inbox slot: the signature's 128 bytes, then
 // the sender's lines of the owner's shard and of its own shard's results.

@@ -13,10 +13,11 @@
 namespace gradagg::nvlink {
 
 size_t DefaultLineMaxBytes(int ranks) {
-  // 4 H100s, against the pulled two-shot that takes over above it: 19.9 against 22.7 us at 2 MiB, 30.8-31.5 against
-  // 33.2 at 4 MiB (bench/results/nvlink_allreduce/h100x4/line_packets/, lines of one flag). Two GPUs: the one-shot
-  // reaches 2 MiB. Eight: not measured.
-  return ranks > 2 && ranks <= 4 ? (4 << 20) : 0;
+  // 4 H100s, against the pulled two-shot that takes over above it, alternating three times in one call
+  // (bench/results/nvlink_allreduce/h100x4/two_flag_lines/): 2 MiB 21.0-21.6 against 22.6-23.0 us, 3 MiB 25.6-25.9
+  // against 27.5-27.8, but 4 MiB 34.0-35.0 against 32.9-33.1. Two GPUs: the one-shot reaches 2 MiB. Eight: not
+  // measured.
+  return ranks > 2 && ranks <= 4 ? (3 << 20) : 0;
 }
 
 size_t LineShardLines(size_t bytes, int ranks) {

@@ -126,6 +126,21 @@ GpuNode::GpuNode(MPI_Comm node, const GpuNodeConfig& config) : config_(config), 
   } catch (const std::invalid_argument& error) {
     throw UsageError(std::string(error.what()) + " (" + RankAndHost() + ")");
   }
+  // Lines (intra_node/cuda/line_packets.cuh) trust each 64-byte half of a line to land whole, measured over NVLink
+  // only; NCCL keeps its LL128 off where it has not verified that. Inside a group whose GPUs do not all reach each
+  // other with native atomics (NVLink does, PCIe peer-to-peer does not), the defaults keep to packets.
+  const std::vector<bool> atomicsRow = nvlink::NativeAtomicsRow(pciIds);
+  const std::vector<char> atomicsAll =
+      AllGatherBytes(node_.get(), std::vector<char>(atomicsRow.begin(), atomicsRow.end()));
+  PeerAccessMatrix atomics(ranks, std::vector<bool>(ranks));
+  for (int i = 0; i < ranks; ++i)
+    for (int j = 0; j < ranks; ++j) atomics[i][j] = atomicsAll[i * ranks + j] != 0;
+  if (!EveryPairInGroups(atomics, groups_)) {
+    if (config_.group.oneShotLinesAbove == nvlink::kAutomatic) config_.group.oneShotLinesAbove = nvlink::kNever;
+    if (config_.group.lineMaxBytes == nvlink::kAutomatic) config_.group.lineMaxBytes = 0;
+    if (me == 0 && config_.traceLevel >= 1)
+      std::cerr << "gradagg: packets, not lines: some GPUs of a group lack native atomics between them (not NVLink)\n";
+  }
   const std::vector<std::string> names = AllGatherStrings(node_.get(), RankAndHost(), 128);
   if (!fullyConnected()) {
     if (config_.hostBetweenGroups) {

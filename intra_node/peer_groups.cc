@@ -82,6 +82,14 @@ PeerAccessMatrix RestrictPeerAccess(const PeerAccessMatrix& measured, const Peer
   return access;
 }
 
+bool EveryPairInGroups(const PeerAccessMatrix& links, const std::vector<std::vector<int>>& groups) {
+  for (const std::vector<int>& group : groups)
+    for (int i : group)
+      for (int j : group)
+        if (i != j && !links.at(i).at(j)) return false;
+  return true;
+}
+
 std::string DescribePeerAccess(const PeerAccessMatrix& access, const std::vector<std::vector<int>>& groups) {
   std::string text = "peer access (row reads column):\n";
   for (size_t i = 0; i < access.size(); ++i) {

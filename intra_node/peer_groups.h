@@ -28,6 +28,9 @@ PeerAccessMatrix ParsePeerAccess(const std::string& text);
 // create access the GPUs lack). Throws std::invalid_argument when the sizes differ.
 PeerAccessMatrix RestrictPeerAccess(const PeerAccessMatrix& measured, const PeerAccessMatrix& override);
 
+// Whether links[i][j] holds for every two ranks of every group, both ways (the diagonal is not asked).
+bool EveryPairInGroups(const PeerAccessMatrix& links, const std::vector<std::vector<int>>& groups);
+
 // "0: 1 1\n1: 1 1\n" plus "groups: {0,1}".
 std::string DescribePeerAccess(const PeerAccessMatrix& access, const std::vector<std::vector<int>>& groups);
 

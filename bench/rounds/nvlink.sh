@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One test round of the NVLink phase on a GPU machine: topology, the multi-rank GPU tests on 2 .. N GPUs (and, where
-# N < 8, on up to 8 ranks sharing the N GPUs: the kernels for larger groups, for correctness only), one memcheck run,
+# N < 8, on up to 8 ranks sharing the N GPUs: the kernels for larger groups, for correctness only), the chained
+# in-place test of lines 50 times on 3-4 GPUs, one memcheck run,
 # and the allreduce benchmark against NCCL on 2 .. N GPUs (N = the GPUs present, at most 8), again with the pulled
 # reduction (GRADAGG_NVLINK_ALL_PUSH=0).
 #   bench/rounds/nvlink.sh BIN_DIR OUT_DIR [BENCHMARK_ARGS...]
@@ -20,6 +21,14 @@ for n in $counts; do
   timeout 300 "${mpirun[@]}" -np "$n" "$bin/gradagg_nvlink_gpu_tests" --gtest_color=no >"$out/tests_${n}gpus.txt" 2>&1
   summary="$summary\n== tests on $n GPUs: exit $? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/tests_${n}gpus.txt" | tr '\n' ' ')"
 done
+# Lines torn between their halves showed in 7.5% of these chains with one flag a line (nvlink_allreduce/h100x4/
+# two_flag_lines/): 50 repeats, 100 chains, where there are 3 or more GPUs (the line two-shot's groups).
+if [ "$gpus" -ge 3 ]; then
+  n=$(( gpus >= 4 ? 4 : 3 ))
+  timeout 200 "${mpirun[@]}" -np "$n" "$bin/gradagg_nvlink_gpu_tests" --gtest_color=no \
+    --gtest_filter='*LinesAfterPacketTwoShots*' --gtest_repeat=50 >"$out/chained_${n}gpus.txt" 2>&1
+  summary="$summary\n== chained in place on $n GPUs, 50 repeats: exit $? $(grep -c '^\[       OK \]' "$out/chained_${n}gpus.txt") passed"
+fi
 for n in 4 8; do
   [ "$n" -le "$gpus" ] && continue
   timeout 300 "${mpirun[@]}" --oversubscribe -x GRADAGG_NVLINK_SHARE_GPUS=1 -np "$n" "$bin/gradagg_nvlink_gpu_tests" \

@@ -24,6 +24,7 @@ constexpr int kLineVectors = 8;                                // 16-byte vector
 constexpr int kFlagEvery = 4;                                  // vectors per flag: one in each 64-byte half
 constexpr int kLineWords = 4 * kLineVectors - kLineVectors / kFlagEvery;  // data words in a line
 constexpr int kLinesPerWarp = 32 / kLineVectors;               // lines a warp covers at a time
+static_assert(kLineVectors % kFlagEvery == 0, "a line ends with a flag");
 constexpr unsigned kFullWarp = 0xffffffffu;
 
 __device__ inline int LineVector() { return static_cast<int>(threadIdx.x % kLineVectors); }

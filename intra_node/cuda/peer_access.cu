@@ -13,7 +13,12 @@ std::string CurrentDevicePciBusId() {
   return id;
 }
 
-std::vector<bool> PeerAccessRow(const std::vector<std::string>& pciBusIds) {
+namespace {
+
+// For each GPU named by its PCI bus id, what `link(device, peer)` says of the current device and it: itself true, a
+// GPU this process cannot see false.
+template <typename Link>
+std::vector<bool> RowOf(const std::vector<std::string>& pciBusIds, Link link) {
   int device = 0;
   GRADAGG_CUDA_CHECK(cudaGetDevice(&device));
   std::vector<bool> row;
@@ -24,11 +29,27 @@ std::vector<bool> PeerAccessRow(const std::vector<std::string>& pciBusIds) {
       row.push_back(false);
       continue;
     }
-    int canAccess = 0;
-    if (peer != device) GRADAGG_CUDA_CHECK(cudaDeviceCanAccessPeer(&canAccess, device, peer));
-    row.push_back(peer == device || canAccess != 0);
+    row.push_back(peer == device || link(device, peer));
   }
   return row;
+}
+
+}  // namespace
+
+std::vector<bool> PeerAccessRow(const std::vector<std::string>& pciBusIds) {
+  return RowOf(pciBusIds, [](int device, int peer) {
+    int canAccess = 0;
+    GRADAGG_CUDA_CHECK(cudaDeviceCanAccessPeer(&canAccess, device, peer));
+    return canAccess != 0;
+  });
+}
+
+std::vector<bool> NativeAtomicsRow(const std::vector<std::string>& pciBusIds) {
+  return RowOf(pciBusIds, [](int device, int peer) {
+    int atomics = 0;
+    GRADAGG_CUDA_CHECK(cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, device, peer));
+    return atomics != 0;
+  });
 }
 
 }  // namespace gradagg::nvlink

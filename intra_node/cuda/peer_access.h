@@ -13,4 +13,8 @@ std::string CurrentDevicePciBusId();
 // a GPU this process cannot see: false).
 std::vector<bool> PeerAccessRow(const std::vector<std::string>& pciBusIds);
 
+// For each GPU named by its PCI bus id: whether the current device reaches it with native atomics, as NVLink does and
+// PCIe peer-to-peer does not (itself: true; a GPU this process cannot see or reach: false).
+std::vector<bool> NativeAtomicsRow(const std::vector<std::string>& pciBusIds);
+
 }  // namespace gradagg::nvlink

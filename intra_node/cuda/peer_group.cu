@@ -18,7 +18,8 @@ size_t DefaultDependentLaunchMaxBytes(int ranks) {
   // Measured on 4 H100s against plain launches, alternating twice (bench/results/nvlink_allreduce/h100x4/
   // dependent_launch/): 4 GPUs 8 B - 1 MiB faster (256 KiB 8.4-8.6 -> 7.6 us, the small sizes ~0.6 us less), 2 MiB
   // alike, 4 MiB 31 -> 32.4 and 256 MiB - 1 GiB 0.3-0.6% slower; 2 GPUs up to 512 KiB faster (7.3 -> 6.4 us), 1 MiB
-  // 9.2 -> 10.2 and 2 MiB 15 -> 18.6 slower. Eight: not measured.
+  // 9.2 -> 10.2 and 2 MiB 15 -> 18.6 slower. With lines of two flags (h100x4/two_flag_lines/, 4 GPUs): 512 KiB
+  // 10.1-10.3 against 10.7-10.9 us, 1 MiB 11.9-12.1 against 12.6. Eight: not measured.
   if (ranks == 2) return 512 << 10;
   return ranks > 2 && ranks <= 4 ? (1 << 20) : 0;
 }

@@ -4,8 +4,8 @@
 // all-gather that setup needs).
 //
 // Paths, chosen per call from the size alone, so every rank takes the same one:
-// - one-shot allreduce (bytes <= oneShotMaxBytes): pushed through fixed inboxes in flagged packets, no barrier, any
-//   buffer;
+// - one-shot allreduce (bytes <= oneShotMaxBytes): pushed through fixed inboxes in flagged packets (in lines above
+//   oneShotLinesAbove), no barrier, any buffer;
 // - packet two-shot allreduce (bytes <= packetMaxBytes): a reduce-scatter and an all-gather, both in packets through
 //   the same inboxes, one kernel, no barrier, any buffer;
 // - line two-shot allreduce (bytes <= lineMaxBytes): the same in 128-byte lines, 30 data words in 32;

@@ -21,7 +21,7 @@ constexpr size_t kControlBytes = RoundUp(sizeof(ControlBlock), kAlignment);  // 
 
 inline bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-constexpr int kLineThreads = 128;  // line kernels: 4 warps a block (34 blocks at 256 KiB on 4 GPUs)
+constexpr int kLineThreads = 128;  // line kernels: 4 warps a block, a warp per 4 lines (LineBlocks)
 
 // What a call looks like, for the first barrier to compare across ranks.
 inline uint64_t Mix(uint64_t hash, uint64_t value) {

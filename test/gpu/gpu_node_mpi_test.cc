@@ -260,7 +260,7 @@ TEST_F(GpuNodeTest, RepeatedCallsWithChangingSizesAndPaths) {
 // Small integers keep every sum exact, so the host's chain is the oracle bit for bit; a kernel that read its input
 // before the kernel before it had finished would miss it (a build without the wait: 266666 wrong elements).
 TEST_F(GpuNodeTest, DependentLaunchesChainedInPlaceSeeEachOthersResults) {
-  CheckChainedInPlace(ChainConfig(), "defaults");  // the one-shot in packets and lines, line two-shot, pulled, all-push
+  CheckChainedInPlace(ChainConfig(), "defaults");  // one-shot in packets and lines, (3-4 GPUs) line two-shot, two-shots
   GpuNodeConfig packets = ChainConfig();           // no lines: the one-shot and the packet two-shot in packets
   packets.group.oneShotMaxBytes = 128 << 10;
   packets.group.oneShotLinesAbove = nvlink::kNever;
@@ -272,7 +272,8 @@ TEST_F(GpuNodeTest, DependentLaunchesChainedInPlaceSeeEachOthersResults) {
 // Packet two-shots among line calls, chained as above: with one flag a line, a line call now and then took a line
 // whose first 64 bytes were still an earlier call's under this call's flag (4 H100s: 14-30 wrong elements in 10 of 98
 // chains, with and without dependent launches; bench/results/nvlink_allreduce/h100x4/torn_lines/). With a flag in
-// each half, a torn line waits for its other half. Rare by nature: the GPU machine runs it with --gtest_repeat.
+// each half, a torn line waits for its other half. Rare by nature: bench/rounds/nvlink.sh runs it 50 times (100
+// chains; one flag a line failed 15 of 200, h100x4/two_flag_lines/).
 TEST_F(GpuNodeTest, LinesAfterPacketTwoShotsChainedInPlace) {
   GpuNodeConfig config = ChainConfig();
   config.group.oneShotMaxBytes = 64 << 10;

@@ -30,6 +30,19 @@ TEST(PeerGroups, IslandsBecomeGroups) {
   EXPECT_EQ(groups[1], (std::vector<int>{4, 5, 6, 7}));
 }
 
+// The line packets' gate (intra_node/gpu_node.cc): every pair inside a group, but nothing across groups, is asked.
+TEST(PeerGroups, EveryPairInGroupsAsksOnlyInsideGroups) {
+  const std::vector<std::vector<int>> quads = {{0, 1, 2, 3}, {4, 5, 6, 7}};
+  EXPECT_TRUE(EveryPairInGroups(TwoQuads(), quads));  // no link between the quads, none asked for
+  PeerAccessMatrix links = TwoQuads();
+  links[6][5] = false;  // one direction of one pair inside the second quad
+  EXPECT_FALSE(EveryPairInGroups(links, quads));
+  EXPECT_TRUE(EveryPairInGroups(links, {{0, 1, 2, 3}, {4}, {5}, {6}, {7}}));
+  PeerAccessMatrix noDiagonal = AllConnected(2);
+  noDiagonal[1][1] = false;  // the diagonal is not asked
+  EXPECT_TRUE(EveryPairInGroups(noDiagonal, {{0, 1}}));
+}
+
 TEST(PeerGroups, OneWayAccessIsNoAccess) {
   PeerAccessMatrix access = AllConnected(3);
   access[2][0] = false;  // 0 reaches 2, 2 does not reach 0

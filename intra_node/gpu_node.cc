@@ -45,6 +45,17 @@ std::vector<std::string> AllGatherStrings(MPI_Comm comm, const std::string& mine
   return strings;
 }
 
+// Collective over `comm`: every rank's row of a yes/no relation to every rank (as PeerAccessRow returns it), as a
+// matrix indexed [rank][rank].
+PeerAccessMatrix AllGatherMatrix(MPI_Comm comm, const std::vector<bool>& row) {
+  const int ranks = static_cast<int>(row.size());
+  const std::vector<char> all = AllGatherBytes(comm, std::vector<char>(row.begin(), row.end()));
+  PeerAccessMatrix matrix(ranks, std::vector<bool>(ranks));
+  for (int i = 0; i < ranks; ++i)
+    for (int j = 0; j < ranks; ++j) matrix[i][j] = all[i * ranks + j] != 0;
+  return matrix;
+}
+
 }  // namespace
 
 GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
@@ -107,12 +118,7 @@ GpuNode::GpuNode(MPI_Comm node, const GpuNodeConfig& config) : config_(config), 
 
   // 1. Who reaches whom.
   const std::vector<std::string> pciIds = AllGatherStrings(node_.get(), nvlink::CurrentDevicePciBusId(), 64);
-  const std::vector<bool> row = nvlink::PeerAccessRow(pciIds);
-  std::vector<char> rowBytes(row.begin(), row.end());
-  const std::vector<char> all = AllGatherBytes(node_.get(), rowBytes);
-  access_.assign(ranks, std::vector<bool>(ranks));
-  for (int i = 0; i < ranks; ++i)
-    for (int j = 0; j < ranks; ++j) access_[i][j] = all[i * ranks + j] != 0;
+  access_ = AllGatherMatrix(node_.get(), nvlink::PeerAccessRow(pciIds));
   for (int i = 0; i < ranks && !config_.shareGpus; ++i)
     for (int j = i + 1; j < ranks; ++j)
       if (pciIds[i] == pciIds[j])
@@ -129,13 +135,7 @@ GpuNode::GpuNode(MPI_Comm node, const GpuNodeConfig& config) : config_(config), 
   // Lines (intra_node/cuda/line_packets.cuh) trust each 64-byte half of a line to land whole, measured over NVLink
   // only; NCCL keeps its LL128 off where it has not verified that. Inside a group whose GPUs do not all reach each
   // other with native atomics (NVLink does, PCIe peer-to-peer does not), the defaults keep to packets.
-  const std::vector<bool> atomicsRow = nvlink::NativeAtomicsRow(pciIds);
-  const std::vector<char> atomicsAll =
-      AllGatherBytes(node_.get(), std::vector<char>(atomicsRow.begin(), atomicsRow.end()));
-  PeerAccessMatrix atomics(ranks, std::vector<bool>(ranks));
-  for (int i = 0; i < ranks; ++i)
-    for (int j = 0; j < ranks; ++j) atomics[i][j] = atomicsAll[i * ranks + j] != 0;
-  if (!EveryPairInGroups(atomics, groups_)) {
+  if (!EveryPairInGroups(AllGatherMatrix(node_.get(), nvlink::NativeAtomicsRow(pciIds)), groups_)) {
     if (config_.group.oneShotLinesAbove == nvlink::kAutomatic) config_.group.oneShotLinesAbove = nvlink::kNever;
     if (config_.group.lineMaxBytes == nvlink::kAutomatic) config_.group.lineMaxBytes = 0;
     if (me == 0 && config_.traceLevel >= 1)

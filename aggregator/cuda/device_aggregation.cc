@@ -162,8 +162,8 @@ float* GpuPath::InPlaceTensor(const std::vector<DeviceGradient>& gradients, size
   }
   if (tensors != 1) data = nullptr;
   // No peers, or a node that copies into its own buffers (groups): the stripe may be any device memory. One node and
-  // a small call: the one-shot and the packet and line two-shots take any buffer, and every rank takes it (by size), whatever
-  // the others pass.
+  // a small call: the one-shot and the packet and line two-shots take any buffer, and every rank takes it (by size),
+  // whatever the others pass.
   if (!node_ || node_->TakesAnyBuffer() || (!cross_ && elements * sizeof(float) <= node_->AnyBufferMaxBytes()))
     return data;
   // Otherwise peers read and write it: only a buffer registered alike on every rank of the node. The question is

@@ -22,7 +22,7 @@ struct LineOneShotArgs {
 };
 
 template <typename T>
-__global__ void __launch_bounds__(512) LineOneShotKernel(LineOneShotArgs call) {
+__global__ void __launch_bounds__(kLineThreads, kLineBlocksPerMultiprocessor) LineOneShotKernel(LineOneShotArgs call) {
   StartAfterPriorGrids();
   const PacketArgs& args = call.packets;
   const T* input = static_cast<const T*>(args.input);

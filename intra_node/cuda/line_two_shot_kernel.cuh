@@ -25,7 +25,7 @@ struct LineTwoShotArgs {
 };
 
 template <typename T>
-__global__ void __launch_bounds__(512) LineTwoShotKernel(LineTwoShotArgs call) {
+__global__ void __launch_bounds__(kLineThreads, kLineBlocksPerMultiprocessor) LineTwoShotKernel(LineTwoShotArgs call) {
   StartAfterPriorGrids();
   const PacketArgs& args = call.packets;
   const int rank = args.barrier.rank, ranks = args.barrier.ranks;

@@ -13,11 +13,15 @@
 namespace gradagg::nvlink {
 
 size_t DefaultLineMaxBytes(int ranks) {
-  // 4 H100s, against the pulled two-shot that takes over above it, alternating three times in one call
-  // (bench/results/nvlink_allreduce/h100x4/two_flag_lines/): 2 MiB 21.0-21.6 against 22.6-23.0 us, 3 MiB 25.6-25.9
-  // against 27.5-27.8, but 4 MiB 34.0-35.0 against 32.9-33.1. Two GPUs: the one-shot reaches 2 MiB. Eight: not
-  // measured.
-  return ranks > 2 && ranks <= 4 ? (3 << 20) : 0;
+  // With a warp for every group of lines (LineBlocks), against the two-shots, alternating twice in one call
+  // (bench/results/nvlink_allreduce/h100x4/line_blocks/):
+  // - 4 H100s: 4 MiB 26.2-26.8 against the pulled 32.8-33.0 us, 7 MiB 41.8-42.5 against 48.5, but 8 MiB 54.3-56.3
+  //   against all-push's 53.1-54.4 (past 8 blocks a multiprocessor some warps take two groups): below 8 MiB.
+  // - 2 H100s: 3 MiB 14.7-14.9 against the pulled 23.4-23.6, 8 MiB 33.0-33.6 against all-push's 39.1-39.2; the
+  //   one-shot, to 2 MiB, alike at 1-2 MiB.
+  // Eight: not measured.
+  if (ranks == 2) return 8 << 20;
+  return ranks > 2 && ranks <= 4 ? (8 << 20) - 1 : 0;
 }
 
 size_t LineShardLines(size_t bytes, int ranks) {
@@ -30,9 +34,13 @@ size_t LineTwoShotSlotPairs(size_t bytes, int ranks) {
 }
 
 int PeerGroup::LineBlocks(size_t lines) const {
+  // A warp per group of lines, in as many blocks as fit on the GPU at once, so that no warp takes a second group while
+  // others idle (on 4 H100s at 4 MiB, 512 blocks left 6% of the warps a second group: 35 us against 3 MiB's 21). The
+  // line kernels keep no state per block.
+  using device::kLineThreads;
   const size_t warps = (lines + device::kLinesPerWarp - 1) / device::kLinesPerWarp;
-  return static_cast<int>(std::clamp<size_t>((warps * 32 + kLineThreads - 1) / kLineThreads, 1,
-                                             std::min(kMaxBlocks, 2 * multiprocessors_)));
+  const size_t resident = static_cast<size_t>(device::kLineBlocksPerMultiprocessor) * multiprocessors_;
+  return static_cast<int>(std::clamp<size_t>((warps * 32 + kLineThreads - 1) / kLineThreads, 1, resident));
 }
 
 void PeerGroup::LineTwoShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {
@@ -47,7 +55,7 @@ void PeerGroup::LineTwoShot(const void* input, void* output, size_t count, Eleme
   args.shardLines = LineShardLines(bytes, ranks());
   cuda_detail::WithElementType(type, [&](auto element) {
     using T = decltype(element);
-    LaunchNodeKernel(device::LineTwoShotKernel<T>, LineBlocks(args.shardLines), kLineThreads, stream, Dependent(bytes),
+    LaunchNodeKernel(device::LineTwoShotKernel<T>, LineBlocks(args.shardLines), device::kLineThreads, stream, Dependent(bytes),
                      "LineTwoShotKernel", args);
   });
 }

@@ -67,7 +67,7 @@ void PeerGroup::OneShot(const void* input, void* output, size_t count, ElementTy
     args.lines = lines;
     cuda_detail::WithElementType(type, [&](auto element) {
       using T = decltype(element);
-      LaunchNodeKernel(device::LineOneShotKernel<T>, LineBlocks(lines), kLineThreads, stream, Dependent(bytes),
+      LaunchNodeKernel(device::LineOneShotKernel<T>, LineBlocks(lines), device::kLineThreads, stream, Dependent(bytes),
                        "LineOneShotKernel", args);
     });
     return;

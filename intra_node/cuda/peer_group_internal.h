@@ -21,8 +21,6 @@ constexpr size_t kControlBytes = RoundUp(sizeof(ControlBlock), kAlignment);  // 
 
 inline bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-constexpr int kLineThreads = 128;  // line kernels: 4 warps a block, a warp per 4 lines (LineBlocks)
-
 // What a call looks like, for the first barrier to compare across ranks.
 inline uint64_t Mix(uint64_t hash, uint64_t value) {
   hash ^= value + 0x9e3779b97f4a7c15ull + (hash << 6) + (hash >> 2);

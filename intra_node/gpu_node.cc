@@ -84,10 +84,6 @@ GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
   }
   if (std::getenv("GRADAGG_NVLINK_DEPENDENT_LAUNCH_MAX") != nullptr)
     group.dependentLaunchMaxBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_DEPENDENT_LAUNCH_MAX", 0));
-  if (std::getenv("GRADAGG_NVLINK_COPY_GATHER_MIN") != nullptr)
-    group.copyGatherMinBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_COPY_GATHER_MIN", 0));
-  group.copyGatherPieces =
-      static_cast<int>(ParseNumber("GRADAGG_NVLINK_COPY_GATHER_PIECES", group.copyGatherPieces));
   if (std::getenv("GRADAGG_NVLINK_PUSH_CHUNK") != nullptr)
     group.pushChunkBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_PUSH_CHUNK", 0));
   config.forcedGroupSize = static_cast<int>(ParseNumber("GRADAGG_NVLINK_GROUP_SIZE", config.forcedGroupSize));

@@ -37,12 +37,6 @@ struct Settings {
   bool nccl = true, symmetric = true, check = true, help = false, hostFallback = false;
 };
 
-std::string CopyGatherText(const nvlink::PeerGroupConfig& config) {
-  if (config.copyGatherMinBytes == nvlink::kNever) return "no copy-engine gather";
-  return "copy-engine gather from " + std::to_string(config.copyGatherMinBytes) + " in " +
-         std::to_string(config.copyGatherPieces) + " pieces";
-}
-
 bool Parse(int argc, char** argv, Settings& settings, int rank) {
   namespace po = boost::program_options;
   std::string typeText = "float";
@@ -167,10 +161,10 @@ int Run(const Settings& settings) {
     if (node.fullyConnected())
       std::printf(
           ", one-shot up to %zu bytes (in lines above %zu), packet two-shot up to %zu, line two-shot up to %zu, "
-          "launched dependent up to %zu, %s",
+          "launched dependent up to %zu",
           node.peers().config().oneShotMaxBytes, node.peers().config().oneShotLinesAbove,
           node.peers().config().packetMaxBytes, node.peers().config().lineMaxBytes,
-          node.peers().config().dependentLaunchMaxBytes, CopyGatherText(node.peers().config()).c_str());
+          node.peers().config().dependentLaunchMaxBytes);
     std::printf("\n");
     if (host) std::printf("# host: the same node through host memory; vs_host = host time / gradagg time\n");
     std::printf("# NCCL: %s\n", nccl ? ("libnccl " + nccl->version() + ", NCCL_NVLS_ENABLE=0").c_str()

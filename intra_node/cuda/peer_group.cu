@@ -2,8 +2,7 @@
 // barrier context, and the entry points that pick an algorithm: one-shot for small messages (one_shot_launch.cu),
 // the packet or line two-shot above it (packet_two_shot_launch.cu, line_two_shot_launch.cu; the packet two-shot only
 // where a threshold asks for it), two-shot pulled or all-push for the rest
-// (two_shot_launch.cu, all_push_launch.cu; the largest with the all-gather on the copy engines,
-// copy_gather_allreduce.cu), through the staging area for unregistered buffers (staged_allreduce.cu).
+// (two_shot_launch.cu, all_push_launch.cu), through the staging area for unregistered buffers (staged_allreduce.cu).
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -60,10 +59,6 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
   if (config_.dependentLaunchMaxBytes == kAutomatic)
     config_.dependentLaunchMaxBytes = DefaultDependentLaunchMaxBytes(ranks());
   if (!KernelsWaitForPriorGrids()) config_.dependentLaunchMaxBytes = 0;
-  if (config_.copyGatherMinBytes == kAutomatic) config_.copyGatherMinBytes = DefaultCopyGatherMinBytes(ranks());
-  if (config_.copyGatherPieces == 0) config_.copyGatherPieces = DefaultCopyGatherPieces(ranks());
-  if (config_.copyGatherPieces < 1 || config_.copyGatherPieces > 64)
-    throw UsageError("a copy-gather allreduce takes 1 .. 64 pieces, not " + std::to_string(config_.copyGatherPieces));
   if (config_.packetMaxBytes > (16 << 20))  // its inbox: four times as many bytes, twice (call parity)
     throw UsageError("the packet two-shot reaches 16 MiB at most, not " + std::to_string(config_.packetMaxBytes) +
                      " bytes");
@@ -308,12 +303,7 @@ void PeerGroup::FusedAllReduce(const Located& input, const Located& output, size
     shards.push_back({begin, std::min(count, begin + shard) - begin});
   }
   StartCall(signature);
-  const TwoShotCall call{input, output, shards[rank_], shard, 0, 0, true, true};
-  if (CallBytes(call, ElementBytes(type)) >= config_.copyGatherMinBytes && CanPush(call, shards, type)) {
-    CopyGatherAllReduce(call, shards, type, stream);
-  } else {
-    Reduce(call, shards, type, stream);
-  }
+  Reduce({input, output, shards[rank_], shard, 0, 0, true, true}, shards, type, stream);
 }
 
 void PeerGroup::Reduce(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type,

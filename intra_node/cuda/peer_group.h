@@ -12,8 +12,6 @@
 // - two-shot allreduce and reduce-scatter on registered buffers: all-push (each rank writes its peers' parts into
 //   their inboxes, owners sum locally and write the results), or pulled from the peers' inputs, as
 //   PeerGroupConfig::reduction chooses by group and size, and wherever a shard is not 16-byte aligned on every rank;
-// - from copyGatherMinBytes, the all-push allreduce in pieces, each piece's all-gather by the copy engines while the
-//   multiprocessors reduce the next piece (copy_gather_allreduce.cu);
 // - all-gather on registered buffers: each rank writes its stripe into every rank's output;
 // - two-shot allreduce of unregistered buffers: chunks staged through a registered area (two extra local copies).
 #pragma once
@@ -29,8 +27,6 @@
 #include <vector>
 
 #include "common/cuda/device_memory.h"
-#include "common/cuda/event_pool.h"
-#include "common/cuda/owned_stream.h"
 #include "common/element_range.h"
 #include "common/element_type.h"
 #include "common/value_arrays.h"
@@ -75,10 +71,6 @@ size_t PacketShardPairs(size_t bytes, int ranks);
 size_t DefaultDependentLaunchMaxBytes(int ranks);
 // The largest all-push chunk per block and peer when none is given: 128 KiB on 2 GPUs, less for more peers.
 size_t DefaultPushChunkBytes(int ranks);
-// All-push allreduces of at least this many bytes gather by the copy engines, when not given (kNever: none).
-size_t DefaultCopyGatherMinBytes(int ranks);
-// The pieces such an allreduce is cut into, when not given.
-int DefaultCopyGatherPieces(int ranks);
 
 // How two-shot reductions move data: kAllPush writes each peer's part into its inbox (writes only over NVLink),
 // kPull has each owner read its shard from every peer. kByGroupSize: all-push from 8 MiB, pull below (bench/NOTES.md:
@@ -103,10 +95,6 @@ struct PeerGroupConfig {
   PeerOrder peerOrder = PeerOrder::kByGroupSize;  // two-shot blocks write to their peers in this order
   size_t dependentLaunchMaxBytes = kAutomatic;    // calls of at most this many bytes launch while the stream's kernel
                                                   // before them ends (dependent_launch.cuh; 0: none; by group size)
-  size_t copyGatherMinBytes = kAutomatic;  // all-push allreduces of at least this many bytes: each piece's all-gather
-                                           // by the copy engines (copy_gather_allreduce.cu; kNever: none; by group
-                                           // size)
-  int copyGatherPieces = 0;                // pieces of such a call, 1 .. 64 (0: by group size)
 };
 
 class PeerGroup {
@@ -210,15 +198,6 @@ class PeerGroup {
                      cudaStream_t stream);
   void FusedAllReduce(const Located& input, const Located& output, size_t count, uint64_t signature, ElementType type,
                       cudaStream_t stream);
-  // The fused allreduce's call (`call`, after StartCall) in copyGatherPieces pieces: each an all-push reduce-scatter
-  // into this rank's output, then the copy engines write this rank's part of it into every peer's output, on a
-  // stream per peer, while the next piece reduces; the call ends at a barrier that every rank passes only once every
-  // copy into its output has landed.
-  void CopyGatherAllReduce(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type,
-                           cudaStream_t stream);
-  // A barrier alone (barrier 1 compares the call's signature): every peer's stream has reached it, and what each
-  // wrote before it is visible here. A rank whose barrier has failed never arrives again.
-  void Arrive(int barrier, cudaStream_t stream);
   void OneShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
   // What both packet paths pass their kernel for this call (after StartCall), and their blocks for `pairs` per rank.
   void FillPacketArgs(device::PacketArgs& args, const void* input, void* output, size_t count) const;
@@ -257,8 +236,6 @@ class PeerGroup {
   size_t pushMinBytes_ = 0;  // all-push reductions of at least this many bytes (the rest pull)
   std::vector<Registration> registrations_;
   Registration staging_;  // the staging area of every rank
-  std::vector<OwnedStream> gatherStreams_;  // copy gather: a stream per peer step, made at the first such call
-  EventPool gatherEvents_;                  // copy gather: [piece] reduced, then [pieces + step] copied
 
   std::unique_ptr<BarrierStatus, CudaFreeHost> status_;  // pinned, mapped
   BarrierStatus* statusOnDevice_ = nullptr;

@@ -16,19 +16,13 @@ static_assert(ValueTerms::kMax >= kMaxLocalRanks, "an array for every local rank
 // One block: thread p signals and waits for peer p. Once it returns without a failure, every peer's stream has reached
 // this call and what each wrote before it is visible here. A rank whose barrier has failed (a peer late past the
 // deadline, or another call) never arrives again, so that its peers time out and report as well, as they would at
-// a two-shot kernel's second barrier: nobody passes FinishGather after the fused work ran on a failed start, nor the
-// end of a copy gather (copy_gather_allreduce.cu) after a failed piece.
-__global__ void ArriveKernel(device::BarrierContext context, int barrier) {
-  if (*static_cast<volatile int*>(&context.peerControl[context.rank]->failureClaimed) != 0) return;
-  device::NodeBarrier(context, barrier);
+// a two-shot kernel's second barrier: nobody passes FinishGather after the fused work ran on a failed start.
+__global__ void ArriveKernel(device::BarrierContext barrier) {
+  if (*static_cast<volatile int*>(&barrier.peerControl[barrier.rank]->failureClaimed) != 0) return;
+  device::NodeBarrier(barrier, 1);
 }
 
 }  // namespace
-
-void PeerGroup::Arrive(int barrier, cudaStream_t stream) {
-  ArriveKernel<<<1, kMaxLocalRanks, 0, stream>>>(Barrier(), barrier);
-  GRADAGG_CUDA_CHECK_LAUNCH("ArriveKernel");
-}
 
 void PeerGroup::LeaveToReader(const void* gradient, const std::vector<ElementRange>& shards, cudaStream_t stream,
                               ValueTerms& terms, ValueCopies& copies) {
@@ -36,7 +30,8 @@ void PeerGroup::LeaveToReader(const void* gradient, const std::vector<ElementRan
   if (static_cast<int>(shards.size()) != ranks()) throw UsageError("reduce-scatter needs one shard per local rank");
   const Located in = Locate(gradient, shards.back().end() * sizeof(float), "the reduce-scatter input");
   StartCall(Mix(Mix(8, shards.back().end()), in.offset));  // the same on every rank: no shard of its own
-  Arrive(1, stream);
+  ArriveKernel<<<1, kMaxLocalRanks, 0, stream>>>(Barrier());
+  GRADAGG_CUDA_CHECK_LAUNCH("ArriveKernel");
   terms.count = copies.count = ranks();
   for (int p = 0; p < ranks(); ++p) {
     copies.at[p] = reinterpret_cast<float*>(in.registration->peer[p] + in.offset) + shards[rank_].begin;
@@ -47,7 +42,8 @@ void PeerGroup::LeaveToReader(const void* gradient, const std::vector<ElementRan
 void PeerGroup::FinishGather(cudaStream_t stream) {
   DeviceGuard guard(device_);
   StartCall(9);
-  Arrive(1, stream);
+  ArriveKernel<<<1, kMaxLocalRanks, 0, stream>>>(Barrier());
+  GRADAGG_CUDA_CHECK_LAUNCH("ArriveKernel");
 }
 
 }  // namespace gradagg::nvlink

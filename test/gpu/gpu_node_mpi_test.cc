@@ -186,30 +186,6 @@ TEST_F(GpuNodeTest, AllPushOfManyRoundsOnFewBlocksIsTheRankOrderSum) {
       CheckAllReduce(node, {count, type, 0, 0}, true, ++seed, stream_);
 }
 
-// Each piece's all-gather by the copy engines (GRADAGG_NVLINK_COPY_GATHER_MIN=0: every all-push allreduce, staged ones
-// too): every type, size and place in 3 pieces, in 1, and in 64 (more than small shards have vectors: empty pieces);
-// then ten calls chained in place with no wait between, where a copy that landed after the call's end, or a piece
-// copied before it was summed, would leave wrong elements.
-TEST_F(GpuNodeTest, CopyGatherAllReduceIsTheRankOrderSum) {
-  uint32_t seed = 180;
-  for (int pieces : {3, 1, 64}) {
-    GpuNodeConfig config = AllPushConfig();
-    config.group.copyGatherMinBytes = 0;
-    config.group.copyGatherPieces = pieces;  // GRADAGG_NVLINK_COPY_GATHER_PIECES
-    GpuNode node(MPI_COMM_WORLD, config);
-    CheckEveryTypeSizeAndPlace(node, seed);
-    seed += 100;
-  }
-  GpuNodeConfig chained = ChainConfig();
-  chained.group.reduction = nvlink::Reduction::kAllPush;
-  chained.group.copyGatherMinBytes = 0;
-  chained.group.copyGatherPieces = 5;
-  CheckChainedInPlace(chained, "copy gather");
-  GpuNodeConfig tooMany = AllPushConfig();
-  tooMany.group.copyGatherPieces = 65;
-  if (GpuNode(MPI_COMM_WORLD, Config(0)).fullyConnected()) EXPECT_THROW(GpuNode(MPI_COMM_WORLD, tooMany), UsageError);
-}
-
 TEST_F(GpuNodeTest, TwoShotPulledFromPeersIsTheRankOrderSumToo) {
   uint32_t seed = 150;
   for (bool interleaved : {true, false}) {

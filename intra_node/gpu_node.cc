@@ -79,7 +79,7 @@ GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
         ParseNumber("GRADAGG_NVLINK_ALL_PUSH", 0) != 0 ? nvlink::Reduction::kAllPush : nvlink::Reduction::kPull;
   if (std::getenv("GRADAGG_NVLINK_PEER_ORDER") != nullptr) {
     const int order = static_cast<int>(ParseNumber("GRADAGG_NVLINK_PEER_ORDER", 0));
-    if (order < 0 || order > 3) throw UsageError("GRADAGG_NVLINK_PEER_ORDER must be 0, 1, 2 or 3");
+    if (order < 0 || order > 2) throw UsageError("GRADAGG_NVLINK_PEER_ORDER must be 0, 1 or 2");
     group.peerOrder = static_cast<nvlink::PeerOrder>(order);
   }
   if (std::getenv("GRADAGG_NVLINK_DEPENDENT_LAUNCH_MAX") != nullptr)

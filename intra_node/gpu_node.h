@@ -53,7 +53,7 @@ struct GpuNodeConfig {
 // GRADAGG_NVLINK_DEPENDENT_LAUNCH_MAX (bytes, 0: none; with GRADAGG_NVLINK_SHARE_GPUS none unless set),
 // GRADAGG_NVLINK_STAGING (bytes), GRADAGG_NVLINK_TIMEOUT (seconds), GRADAGG_NVLINK_BLOCKS, GRADAGG_NVLINK_THREADS
 // (per block), GRADAGG_NVLINK_INTERLEAVED (0: one slice per block), GRADAGG_NVLINK_ALL_PUSH (1: all-push, 0: owners
-// pull; unset: by group size), GRADAGG_NVLINK_PUSH_CHUNK (bytes), GRADAGG_NVLINK_PEER_ORDER (0 .. 3: PeerOrder),
+// pull; unset: by group size), GRADAGG_NVLINK_PUSH_CHUNK (bytes), GRADAGG_NVLINK_PEER_ORDER (0, 1, 2: PeerOrder),
 // GRADAGG_NVLINK_GROUP_SIZE, GRADAGG_NVLINK_TOPOLOGY, GRADAGG_NVLINK_HOST_BETWEEN_GROUPS, GRADAGG_NVLINK_SHARE_GPUS
 // (tests only), GRADAGG_NVLINK_SUM_IN_READER and GRADAGG_TRACE. Throws UsageError for a value that does not parse or
 // a topology file that cannot be read.

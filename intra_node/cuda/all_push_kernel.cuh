@@ -132,9 +132,8 @@ __device__ inline bool PushRound(const AllPushArgs& args, uint64_t round, size_t
 }
 
 // Step 2 for round `round`, chunk `chunk`. False on every thread when a peer's data did not arrive in time or came
-// from another kind of call. kSignal: raise pushConsumed on every peer at the end (the phased kernel raises it later,
-// peer by peer, with the results).
-template <typename T, int kRanks, bool kPushToAll, bool kSignal = true>
+// from another kind of call.
+template <typename T, int kRanks, bool kPushToAll>
 __device__ inline bool ReduceRound(const AllPushArgs& args, uint64_t round, size_t chunk) {
   constexpr int kE = Vector<T>::kElements;
   const BarrierContext& context = args.barrier;
@@ -200,7 +199,6 @@ __device__ inline bool ReduceRound(const AllPushArgs& args, uint64_t round, size
     }
   }
 
-  if (!kSignal) return true;
   __syncthreads();
   if (peer < ranks && peer != me) {
     __threadfence_system();
@@ -227,87 +225,6 @@ __global__ void __launch_bounds__(512) AllPushKernel(AllPushArgs args) {
 
   // Allreduce: every peer has stored its results for these chunks into my output.
   if (kPushToAll && !EveryPeerReached(context, ranks, mine->pushConsumed[blockIdx.x], before + rounds, 4)) return;
-  if (threadIdx.x == 0) mine->pushRounds[blockIdx.x] = before + rounds;
-}
-
-// Copies vectors [0, chunkVectors) of chunk `chunk` of a shard of `count` elements from `from` to `to`, kPushUnroll
-// loads in flight a thread. `to` is indexed by the chunk's vectors when `toChunk` (an inbox slot), else like `from`.
-template <typename T>
-__device__ inline void CopyChunk(const T* from, size_t count, size_t chunk, size_t chunkVectors, void* to,
-                                 bool toChunk) {
-  constexpr int kE = Vector<T>::kElements;
-  for (size_t first = threadIdx.x; first < chunkVectors; first += kPushUnroll * blockDim.x) {
-    uint4 data[kPushUnroll];
-#pragma unroll
-    for (int u = 0; u < kPushUnroll; ++u) {
-      const size_t i = first + u * blockDim.x, v = chunk * chunkVectors + i;
-      if (i < chunkVectors && v * kE < count) data[u] = LoadShardVector(from, count, v);
-    }
-#pragma unroll
-    for (int u = 0; u < kPushUnroll; ++u) {
-      const size_t i = first + u * blockDim.x, v = chunk * chunkVectors + i;
-      if (i >= chunkVectors || v * kE >= count) continue;
-      if (toChunk) {
-        static_cast<uint4*>(to)[i] = data[u];
-      } else {
-        StoreShardVector(static_cast<T*>(to), count, v, data[u]);
-      }
-    }
-  }
-}
-
-// Phased all-push allreduce (PeerOrder::kPhased, more than 2 ranks, no wide rounds): the rounds above, but a block
-// writes to one peer at a time. Step s (1 .. G-1) of round k pushes chunk c_k of peer me + s's shard into its inbox and
-// stores this rank's result for chunk c_{k-1} (summed at the end of round k-1, read back from its own output) into
-// that peer's output, then raises both flags there; a last pass stores the last round's results. So while the blocks
-// keep step, every rank writes to rank + s, a permutation, as in a ring: on 4 H100s SM stores moved 357 GB/s a GPU
-// that way against 328 to every peer at once (bench/results/nvlink_allreduce/h100x4/copy_gather/probe_phased.txt).
-// pushConsumed[b][p] = s here says that p has summed round s and stored its result into this rank's output: it frees
-// the inbox slot as before, and for the last round it ends the call.
-template <typename T, int kRanks>
-__global__ void __launch_bounds__(512) PhasedAllPushKernel(AllPushArgs args) {
-  StartAfterPriorGrids();
-  const BarrierContext& context = args.barrier;
-  const int me = context.rank, ranks = kRanks > 0 ? kRanks : context.ranks;
-  ControlBlock* mine = context.peerControl[me];
-  const uint64_t before = mine->pushRounds[blockIdx.x];  // read by every thread before thread 0 moves it on
-  const size_t rounds = DivUp(args.chunks - blockIdx.x, gridDim.x);
-  const auto chunkOf = [&](size_t k) { return blockIdx.x + k * gridDim.x; };
-  const T* input = static_cast<const T*>(args.input);
-  const size_t outputAt = args.shardBegin[me] - args.outputShift;
-  const T* result = static_cast<const T*>(args.peerOutput[me]) + outputAt;
-
-  for (size_t k = 0; k <= rounds; ++k) {
-    const uint64_t round = before + k + 1;
-    for (int s = 1; s < ranks; ++s) {
-      const int q = me + s < ranks ? me + s : me + s - ranks;
-      bool failed = false;
-      // The inbox slot is free once q has summed round - 2 (a call's first round: every earlier round; PushRound).
-      if (k < rounds && threadIdx.x == 0)
-        failed = !WaitAtLeast(context, &mine->pushConsumed[blockIdx.x][q], k == 0 ? round - 1 : round - 2, q, 4);
-      if (__syncthreads_or(failed)) return;  // also orders the last round's sum before its results are read
-      if (k < rounds)
-        CopyChunk(input + args.shardBegin[q], args.shardCount[q], chunkOf(k), args.chunkVectors,
-                  args.peerInbox[q] + InboxSlot(args, round, me, q), true);
-      if (k > 0)
-        CopyChunk(result, args.shardCount[me], chunkOf(k - 1), args.chunkVectors,
-                  static_cast<T*>(args.peerOutput[q]) + outputAt, false);
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        ControlBlock* theirs = context.peerControl[q];
-        __threadfence_system();
-        if (k < rounds) {
-          theirs->pushSignature[round & 1][blockIdx.x][me] = context.signature;
-          StoreRelease(&theirs->pushReady[blockIdx.x][me], round);
-        }
-        if (k > 0) StoreRelease(&theirs->pushConsumed[blockIdx.x][me], round - 1);
-      }
-    }
-    if (k < rounds && !ReduceRound<T, kRanks, false, false>(args, round, chunkOf(k))) return;
-  }
-
-  // Every peer has stored its results for these chunks into my output.
-  if (!EveryPeerReached(context, ranks, mine->pushConsumed[blockIdx.x], before + rounds, 4)) return;
   if (threadIdx.x == 0) mine->pushRounds[blockIdx.x] = before + rounds;
 }
 

@@ -22,15 +22,6 @@ void LaunchAllPushKernel(int ranks, int blocks, int threads, const device::AllPu
   });
 }
 
-template <typename T>
-void LaunchPhasedKernel(int ranks, int blocks, int threads, const device::AllPushArgs& args, cudaStream_t stream,
-                        bool dependent) {
-  WithRankCount(ranks, [&](auto count) {
-    LaunchNodeKernel(device::PhasedAllPushKernel<T, decltype(count)::value>, blocks, threads, stream, dependent,
-                     "PhasedAllPushKernel", args);
-  });
-}
-
 }  // namespace
 
 size_t DefaultPushChunkBytes(int ranks) {
@@ -74,9 +65,7 @@ void PeerGroup::LaunchAllPush(const TwoShotCall& call, const std::vector<Element
   const size_t largestVectors = (call.largestShard * ElementBytes(type) + 15) / 16;
   const size_t threads = static_cast<size_t>(config_.threads);
   const size_t evenShare = std::max(threads, RoundUp((largestVectors + pushBlocks_ - 1) / pushBlocks_, threads));
-  // The phased kernel (allreduce on more than 2 GPUs) takes no wide rounds.
-  const bool phased = config_.peerOrder == PeerOrder::kPhased && call.pushToAll && ranks() > 2;
-  args.chunkVectors = evenShare <= (phased ? 1 : 2) * pushChunkVectors_ ? evenShare : pushChunkVectors_;
+  args.chunkVectors = evenShare <= 2 * pushChunkVectors_ ? evenShare : pushChunkVectors_;
   args.slotVectors = pushChunkVectors_;
   args.chunks = std::max<size_t>(1, (largestVectors + args.chunkVectors - 1) / args.chunkVectors);
   // The kernel's waits rely on it: only a call of one round per block spills into the other parity's slot.
@@ -89,9 +78,7 @@ void PeerGroup::LaunchAllPush(const TwoShotCall& call, const std::vector<Element
   const bool dependent = Dependent(CallBytes(call, ElementBytes(type)));
   cuda_detail::WithElementType(type, [&](auto element) {
     using T = decltype(element);
-    if (phased) {
-      LaunchPhasedKernel<T>(ranks(), blocks, config_.threads, args, stream, dependent);
-    } else if (call.pushToAll) {
+    if (call.pushToAll) {
       LaunchAllPushKernel<T, true>(ranks(), blocks, config_.threads, args, stream, dependent);
     } else {
       LaunchAllPushKernel<T, false>(ranks(), blocks, config_.threads, args, stream, dependent);

@@ -10,8 +10,6 @@ enum class PeerOrder : int {
   kRankOrder = 0,        // 0, 1, ..., G-1 on every rank: every rank writes to rank 0 first (a hot receiver)
   kRotated = 1,          // me, me + 1, ... (mod G): at step j rank r writes to r + j, a permutation, as in a ring
   kRotatedPerBlock = 2,  // me, then the peers rotated by the block too, so each step spreads over all peers
-  kPhased = 3,  // all-push allreduce on more than 2 GPUs: every block writes to one peer at a time, me + s at step s,
-                // a permutation per step (all_push_kernel.cuh); everything else as kRotatedPerBlock
 };
 
 #ifdef __CUDACC__
@@ -20,8 +18,7 @@ namespace device {
 // The j-th rank (0 <= j < ranks) that block blockIdx.x of rank `me` visits; j = 0 is `me` unless kRankOrder.
 __device__ inline int PeerAt(PeerOrder order, int me, int ranks, int j) {
   if (order == PeerOrder::kRankOrder) return j;
-  if ((order == PeerOrder::kRotatedPerBlock || order == PeerOrder::kPhased) && j > 0)
-    j = 1 + static_cast<int>((j - 1 + blockIdx.x) % (ranks - 1));
+  if (order == PeerOrder::kRotatedPerBlock && j > 0) j = 1 + static_cast<int>((j - 1 + blockIdx.x) % (ranks - 1));
   const int r = me + j;
   return r < ranks ? r : r - ranks;
 }

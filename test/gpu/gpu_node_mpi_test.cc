@@ -177,19 +177,13 @@ TEST_F(GpuNodeTest, AllPushWithOtherChunksIsTheRankOrderSumToo) {
 // ranks: 49 chunks of 1024 vectors on 3 blocks), the last chunk of a shard short, wide rounds (40000 floats on 2
 // ranks, 80000 on 4: one round of 2048-vector chunks, half in each parity's slot) before and after calls of many
 // rounds and of one (with the default 132 blocks the tests above take one round a block, never a wide one).
-// The same in the phased order (GRADAGG_NVLINK_PEER_ORDER=3, one peer per step, results a round later; on 2 GPUs it
-// is the plain kernel): many rounds, and no wide ones.
 TEST_F(GpuNodeTest, AllPushOfManyRoundsOnFewBlocksIsTheRankOrderSum) {
+  GpuNode node(MPI_COMM_WORLD, FewBlocksConfig());
   uint32_t seed = 130;
-  for (nvlink::PeerOrder order : {nvlink::PeerOrder::kByGroupSize, nvlink::PeerOrder::kPhased}) {
-    GpuNodeConfig config = FewBlocksConfig();
-    config.group.peerOrder = order;
-    GpuNode node(MPI_COMM_WORLD, config);
-    for (ElementType type : kTypes)
-      for (size_t count : {size_t{400009}, size_t{40000}, size_t{80000}, size_t{65537}, size_t{1000003}, size_t{40000},
-                           size_t{80000}, size_t{400009}})
-        CheckAllReduce(node, {count, type, 0, 0}, true, ++seed, stream_);
-  }
+  for (ElementType type : kTypes)
+    for (size_t count : {size_t{400009}, size_t{40000}, size_t{80000}, size_t{65537}, size_t{1000003}, size_t{40000},
+                         size_t{80000}, size_t{400009}})
+      CheckAllReduce(node, {count, type, 0, 0}, true, ++seed, stream_);
 }
 
 TEST_F(GpuNodeTest, TwoShotPulledFromPeersIsTheRankOrderSumToo) {
@@ -206,8 +200,8 @@ TEST_F(GpuNodeTest, TwoShotPulledFromPeersIsTheRankOrderSumToo) {
 
 TEST_F(GpuNodeTest, EveryPeerOrderKeepsTheRankOrderSum) {
   uint32_t seed = 170;
-  for (nvlink::PeerOrder order : {nvlink::PeerOrder::kRankOrder, nvlink::PeerOrder::kRotated,
-                                  nvlink::PeerOrder::kRotatedPerBlock, nvlink::PeerOrder::kPhased}) {
+  for (nvlink::PeerOrder order :
+       {nvlink::PeerOrder::kRankOrder, nvlink::PeerOrder::kRotated, nvlink::PeerOrder::kRotatedPerBlock}) {
     for (nvlink::Reduction reduction : {nvlink::Reduction::kAllPush, nvlink::Reduction::kPull}) {
       GpuNodeConfig config = Config(0);
       config.group.reduction = reduction;
@@ -273,19 +267,6 @@ TEST_F(GpuNodeTest, DependentLaunchesChainedInPlaceSeeEachOthersResults) {
   packets.group.packetMaxBytes = 256 << 10;
   packets.group.lineMaxBytes = 0;
   CheckChainedInPlace(packets, "packets");
-}
-
-// The phased all-push (GRADAGG_NVLINK_PEER_ORDER=3) chained in place: its results reach a peer a round after the sum,
-// so a call that ended before every peer's last results had landed would leave wrong elements.
-TEST_F(GpuNodeTest, PhasedAllPushChainedInPlace) {
-  GpuNodeConfig config = ChainConfig();
-  config.group.reduction = nvlink::Reduction::kAllPush;
-  config.group.peerOrder = nvlink::PeerOrder::kPhased;
-  config.group.lineMaxBytes = 0;
-  CheckChainedInPlace(config, "phased all-push");
-  config.group.blocks = 3;  // many rounds a block
-  config.group.pushChunkBytes = 16 << 10;
-  CheckChainedInPlace(config, "phased all-push, 3 blocks");
 }
 
 // Packet two-shots among line calls, chained as above: with one flag a line, a line call now and then took a line

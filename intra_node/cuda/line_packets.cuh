@@ -20,10 +20,10 @@
 
 namespace gradagg::nvlink::device {
 
-constexpr int kLineVectors = 8;                                // 16-byte vectors in a line
-constexpr int kFlagEvery = 4;                                  // vectors per flag: one in each 64-byte half
+constexpr int kLineVectors = 8;                                           // 16-byte vectors in a line
+constexpr int kFlagEvery = 4;                                             // vectors per flag: one in each 64-byte half
 constexpr int kLineWords = 4 * kLineVectors - kLineVectors / kFlagEvery;  // data words in a line
-constexpr int kLinesPerWarp = 32 / kLineVectors;               // lines a warp covers at a time
+constexpr int kLinesPerWarp = 32 / kLineVectors;                          // lines a warp covers at a time
 // The line kernels' blocks: 4 warps, and up to 8 of them on a multiprocessor at once (64 registers a thread at most).
 constexpr int kLineThreads = 128;
 constexpr int kLineBlocksPerMultiprocessor = 8;

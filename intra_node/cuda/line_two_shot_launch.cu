@@ -55,8 +55,8 @@ void PeerGroup::LineTwoShot(const void* input, void* output, size_t count, Eleme
   args.shardLines = LineShardLines(bytes, ranks());
   cuda_detail::WithElementType(type, [&](auto element) {
     using T = decltype(element);
-    LaunchNodeKernel(device::LineTwoShotKernel<T>, LineBlocks(args.shardLines), device::kLineThreads, stream, Dependent(bytes),
-                     "LineTwoShotKernel", args);
+    LaunchNodeKernel(device::LineTwoShotKernel<T>, LineBlocks(args.shardLines), device::kLineThreads, stream,
+                     Dependent(bytes), "LineTwoShotKernel", args);
   });
 }
 

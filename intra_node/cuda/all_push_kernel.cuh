@@ -9,8 +9,8 @@
 // block b takes chunks b, b + B, ... of every shard, one chunk a round. Round s of block b:
 // 1. push: once peer r has consumed round s - 2 (the inbox has two slots, by round parity; a call's first round waits
 //    for s - 1, all of the block's earlier rounds, so that a wide round finds both slots free and the round after one
-//    finds its second half read), copy chunk c of shard r of my input into r's inbox, then raise pushReady on r
-//    (system-scope release, with the call's signature);
+//    finds its second half read), copy chunk c of shard r of my input into r's inbox (a run of it to each peer in
+//    turn), then raise pushReady on r (system-scope release, with the call's signature);
 // 2. reduce: once every peer's round s has arrived, sum chunk c of my shard in local-rank order (mine read from my
 //    input, the others from my inbox, all local reads), store the result to my stripe or to every rank's output, then
 //    raise pushConsumed on every peer.
@@ -31,6 +31,10 @@ namespace gradagg::nvlink::device {
 // latency once per vector and a block moved only about 10 GB/s (bench/NOTES.md). Summing loads a vector from every
 // rank for each into float32 sums, so it takes fewer where the ranks are many or the elements small (registers).
 constexpr int kPushUnroll = 8;
+// Vectors a thread pushes to one peer before the next: 4 H100s, 1 GiB, 4596-4599 us against 4638-4642 pushing the
+// whole chunk to each peer in turn, 256-512 MiB 0.5% faster; 2 vectors 4608-4615 us, 8 (all to one peer) no faster
+// (bench/results/nvlink_allreduce/h100x4/push_runs/).
+constexpr int kPushRun = kPushUnroll / 2;
 template <typename T, int kRanks>
 constexpr int kReduceUnroll = kRanks > 0 && kRanks <= 4 && sizeof(T) == 4 ? 4 : 2;
 
@@ -97,27 +101,31 @@ __device__ inline bool PushRound(const AllPushArgs& args, uint64_t round, size_t
   const uint64_t* consumed = context.peerControl[me]->pushConsumed[blockIdx.x];
   if (!EveryPeerReached(context, ranks, consumed, callsFirst ? round - 1 : round - 2, 4)) return false;
 
+  // The chunk goes out in runs of kPushRun vectors a thread, to the peers in turn, so that a thread's vectors in flight
+  // go to two peers (PushPeerAt(run % peers)) and no SM feeds one peer alone.
   const T* input = static_cast<const T*>(args.input);
-  const size_t chunkVectors = args.chunkVectors, slotVectors = args.slotVectors;
-  for (int j = 0; j < ranks; ++j) {
-    const int r = PeerAt(args.order, me, ranks, j);
-    if (r == me) continue;
-    const T* shard = input + args.shardBegin[r];
-    const size_t count = args.shardCount[r];
-    uint4* slot = args.peerInbox[r] + InboxSlot(args, round, me, r);
-    uint4* spill = args.peerInbox[r] + InboxSlot(args, round + 1, me, r);  // a wide round's rest
-    for (size_t first = threadIdx.x; first < chunkVectors; first += kPushUnroll * blockDim.x) {
-      uint4 data[kPushUnroll];
+  const size_t chunkVectors = args.chunkVectors, slotVectors = args.slotVectors, runVectors = kPushRun * blockDim.x;
+  const int peers = ranks - 1;
+  const size_t runs = DivUp(chunkVectors, runVectors) * peers;
+  for (size_t firstRun = 0; firstRun < runs; firstRun += kPushUnroll / kPushRun) {
+    uint4 data[kPushUnroll];
+    uint4* to[kPushUnroll];
 #pragma unroll
-      for (int u = 0; u < kPushUnroll; ++u) {
-        const size_t i = first + u * blockDim.x, v = chunk * chunkVectors + i;
-        if (i < chunkVectors && v * kE < count) data[u] = LoadShardVector(shard, count, v);
+    for (int u = 0; u < kPushUnroll; ++u) {
+      const size_t run = firstRun + u / kPushRun;
+      const int r = PushPeerAt(args.order, me, ranks, static_cast<int>(run % peers));
+      const size_t i = run / peers * runVectors + (u % kPushRun) * blockDim.x + threadIdx.x;
+      const size_t v = chunk * chunkVectors + i;
+      to[u] = nullptr;
+      if (run < runs && i < chunkVectors && v * kE < args.shardCount[r]) {
+        data[u] = LoadShardVector(input + args.shardBegin[r], args.shardCount[r], v);
+        to[u] = args.peerInbox[r] + (i < slotVectors ? InboxSlot(args, round, me, r) + i
+                                                     : InboxSlot(args, round + 1, me, r) + (i - slotVectors));
       }
+    }
 #pragma unroll
-      for (int u = 0; u < kPushUnroll; ++u) {
-        const size_t i = first + u * blockDim.x, v = chunk * chunkVectors + i;
-        if (i < chunkVectors && v * kE < count) *(i < slotVectors ? slot + i : spill + (i - slotVectors)) = data[u];
-      }
+    for (int u = 0; u < kPushUnroll; ++u) {
+      if (to[u] != nullptr) *to[u] = data[u];
     }
   }
 

@@ -23,6 +23,12 @@ __device__ inline int PeerAt(PeerOrder order, int me, int ranks, int j) {
   return r < ranks ? r : r - ranks;
 }
 
+// The k-th peer (0 <= k < ranks - 1, `me` left out) that block blockIdx.x of rank `me` pushes to.
+__device__ inline int PushPeerAt(PeerOrder order, int me, int ranks, int k) {
+  if (order == PeerOrder::kRankOrder) return k < me ? k : k + 1;
+  return PeerAt(order, me, ranks, k + 1);
+}
+
 }  // namespace device
 #endif
 

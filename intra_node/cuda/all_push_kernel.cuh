@@ -101,31 +101,40 @@ __device__ inline bool PushRound(const AllPushArgs& args, uint64_t round, size_t
   const uint64_t* consumed = context.peerControl[me]->pushConsumed[blockIdx.x];
   if (!EveryPeerReached(context, ranks, consumed, callsFirst ? round - 1 : round - 2, 4)) return false;
 
-  // The chunk goes out in runs of kPushRun vectors a thread, to the peers in turn, so that a thread's vectors in flight
-  // go to two peers (PushPeerAt(run % peers)) and no SM feeds one peer alone.
+  // The chunk goes out in runs of kPushRun vectors a thread, to the peers in turn (run k of the chunk to peer
+  // k % peers, from vector k / peers x runVectors), so that a thread's vectors in flight go to two peers and no SM
+  // feeds one peer alone. The runs are counted on, not divided out: a division per vector made 8-16 MiB 2% slower.
   const T* input = static_cast<const T*>(args.input);
   const size_t chunkVectors = args.chunkVectors, slotVectors = args.slotVectors, runVectors = kPushRun * blockDim.x;
+  constexpr int kRunsAtOnce = kPushUnroll / kPushRun;
   const int peers = ranks - 1;
-  const size_t runs = DivUp(chunkVectors, runVectors) * peers;
-  for (size_t firstRun = 0; firstRun < runs; firstRun += kPushUnroll / kPushRun) {
+  size_t nextBase = 0;  // the next run: its first vector in the chunk and its peer's place in PushPeerAt
+  int nextPeer = 0;
+  while (nextBase < chunkVectors) {
+    size_t base[kRunsAtOnce];
+    int rank[kRunsAtOnce];
+#pragma unroll
+    for (int h = 0; h < kRunsAtOnce; ++h) {
+      base[h] = nextBase;
+      rank[h] = PushPeerAt(args.order, me, ranks, nextPeer);
+      if (++nextPeer == peers) nextPeer = 0, nextBase += runVectors;
+    }
     uint4 data[kPushUnroll];
-    uint4* to[kPushUnroll];
 #pragma unroll
     for (int u = 0; u < kPushUnroll; ++u) {
-      const size_t run = firstRun + u / kPushRun;
-      const int r = PushPeerAt(args.order, me, ranks, static_cast<int>(run % peers));
-      const size_t i = run / peers * runVectors + (u % kPushRun) * blockDim.x + threadIdx.x;
-      const size_t v = chunk * chunkVectors + i;
-      to[u] = nullptr;
-      if (run < runs && i < chunkVectors && v * kE < args.shardCount[r]) {
+      const int r = rank[u / kPushRun];
+      const size_t i = base[u / kPushRun] + (u % kPushRun) * blockDim.x + threadIdx.x, v = chunk * chunkVectors + i;
+      if (i < chunkVectors && v * kE < args.shardCount[r])
         data[u] = LoadShardVector(input + args.shardBegin[r], args.shardCount[r], v);
-        to[u] = args.peerInbox[r] + (i < slotVectors ? InboxSlot(args, round, me, r) + i
-                                                     : InboxSlot(args, round + 1, me, r) + (i - slotVectors));
-      }
     }
 #pragma unroll
     for (int u = 0; u < kPushUnroll; ++u) {
-      if (to[u] != nullptr) *to[u] = data[u];
+      const int r = rank[u / kPushRun];
+      const size_t i = base[u / kPushRun] + (u % kPushRun) * blockDim.x + threadIdx.x, v = chunk * chunkVectors + i;
+      if (i < chunkVectors && v * kE < args.shardCount[r]) {
+        *(args.peerInbox[r] + (i < slotVectors ? InboxSlot(args, round, me, r) + i
+                                               : InboxSlot(args, round + 1, me, r) + (i - slotVectors))) = data[u];
+      }
     }
   }
 

@@ -9,8 +9,8 @@
 // block b takes chunks b, b + B, ... of every shard, one chunk a round. Round s of block b:
 // 1. push: once peer r has consumed round s - 2 (the inbox has two slots, by round parity; a call's first round waits
 //    for s - 1, all of the block's earlier rounds, so that a wide round finds both slots free and the round after one
-//    finds its second half read), copy chunk c of shard r of my input into r's inbox, then raise pushReady on r
-//    (system-scope release, with the call's signature);
+//    finds its second half read), copy chunk c of shard r of my input into r's inbox (a run of it to each peer in
+//    turn), then raise pushReady on r (system-scope release, with the call's signature);
 // 2. reduce: once every peer's round s has arrived, sum chunk c of my shard in local-rank order (mine read from my
 //    input, the others from my inbox, all local reads), store the result to my stripe or to every rank's output, then
 //    raise pushConsumed on every peer.
@@ -20,7 +20,6 @@
 // makes the same calls, so flags only grow and nothing is reset.
 #pragma once
 
-#include "intra_node/cuda/bulk_copy.cuh"
 #include "intra_node/cuda/dependent_launch.cuh"
 #include "intra_node/cuda/peer_barrier.cuh"
 #include "intra_node/cuda/peer_order.h"
@@ -51,31 +50,8 @@ struct AllPushArgs {
   size_t chunks;        // chunks in the largest shard (>= gridDim.x)
   int inboxBlocks;      // blocks the inboxes are laid out for (>= gridDim.x)
   PeerOrder order;      // in which order a block pushes to its peers and stores to every output
-  int bulk;             // kBulkPushes | kBulkResults: which stores go by bulk copy (bulk_copy.cuh), else by threads
   BarrierContext barrier;
 };
-
-// The bulk path: thread 0 pushes pieces of kBulkPieceVectors through kBulkStages buffers of shared memory, each piece
-// to the next peer in turn; the results go to every output from two buffers of kReduceUnroll x blockDim.x vectors.
-constexpr int kBulkPushes = 1, kBulkResults = 2;
-constexpr int kBulkStages = 4;
-constexpr size_t kBulkPieceVectors = 512;  // 8 KiB
-
-struct BulkState {
-  uint64_t* loadBarriers;  // [kBulkStages]
-  uint4* stages;           // [kBulkStages][kBulkPieceVectors]
-  uint4* results;          // [2][kReduceUnroll x blockDim.x]
-  uint64_t loads;          // pieces loaded by this block so far (thread 0's count): stage and barrier phase
-  unsigned resultGroups;   // result buffers filled so far: which one is next
-};
-
-// Shared memory the kernel needs on the bulk path, in bytes (0 without it).
-template <typename T, int kRanks>
-constexpr size_t AllPushSharedBytes(int bulk, int threads) {
-  if (bulk == 0) return 0;
-  const size_t results = (bulk & kBulkResults) != 0 ? 2 * kReduceUnroll<T, kRanks> * static_cast<size_t>(threads) : 0;
-  return (kBulkStages * kBulkPieceVectors + results) * sizeof(uint4);
-}
 
 // Where round s of block b from `sender` lies in `receiver`'s inbox: [parity][block][sender, receiver left out].
 __device__ inline size_t InboxSlot(const AllPushArgs& args, uint64_t round, int sender, int receiver) {
@@ -172,93 +148,10 @@ __device__ inline bool PushRound(const AllPushArgs& args, uint64_t round, size_t
   return true;
 }
 
-// Step 1 on the bulk path: thread 0 loads piece after piece of the chunk into shared memory and stores each to its
-// peer's inbox, the peers in turn, with kBulkStages - 1 loads ahead; a shard's partial last vector (its elements not a
-// multiple of a vector's) goes by thread 1 + k for peer k. False on every thread when a peer did not free its inbox in
-// time.
-template <typename T, int kRanks>
-__device__ inline bool PushRoundBulk(const AllPushArgs& args, uint64_t round, size_t chunk, bool callsFirst,
-                                     BulkState& bulk) {
-  constexpr int kE = Vector<T>::kElements;
-  const BarrierContext& context = args.barrier;
-  const int me = context.rank, ranks = kRanks > 0 ? kRanks : context.ranks, peer = static_cast<int>(threadIdx.x);
-  const uint64_t* consumed = context.peerControl[me]->pushConsumed[blockIdx.x];
-  if (!EveryPeerReached(context, ranks, consumed, callsFirst ? round - 1 : round - 2, 4)) return false;
-
-  const T* input = static_cast<const T*>(args.input);
-  const size_t chunkVectors = args.chunkVectors, slotVectors = args.slotVectors, begin = chunk * chunkVectors;
-  const int peers = ranks - 1;
-  const auto inboxAt = [&](int r, size_t i) {
-    return args.peerInbox[r] + (i < slotVectors ? InboxSlot(args, round, me, r) + i
-                                                : InboxSlot(args, round + 1, me, r) + (i - slotVectors));
-  };
-  if (peer >= 1 && peer <= peers) {
-    const int r = PushPeerAt(args.order, me, ranks, peer - 1);
-    const size_t count = args.shardCount[r], v = count / kE;
-    if (count % kE != 0 && v >= begin && v < begin + chunkVectors)
-      *inboxAt(r, v - begin) = LoadShardVector(input + args.shardBegin[r], count, v);
-  }
-  if (threadIdx.x == 0) {
-    const size_t items = DivUp(chunkVectors, kBulkPieceVectors) * peers;
-    size_t k = 0;
-    const uint4* from = nullptr;
-    uint4* to = nullptr;
-    unsigned bytes = 0;
-    const auto next = [&]() {  // the next piece with data in it: from, to, bytes
-      for (; k < items; ++k) {
-        const int r = PushPeerAt(args.order, me, ranks, static_cast<int>(k % peers));
-        const size_t full = args.shardCount[r] / kE;
-        const size_t end = full > begin ? min(chunkVectors, full - begin) : 0;
-        const size_t i = k / peers * kBulkPieceVectors;
-        if (i >= end) continue;
-        from = reinterpret_cast<const uint4*>(input + args.shardBegin[r]) + begin + i;
-        to = inboxAt(r, i);
-        bytes = static_cast<unsigned>(min(kBulkPieceVectors, end - i) * sizeof(uint4));
-        ++k;
-        return true;
-      }
-      return false;
-    };
-    uint4* pendingTo[kBulkStages];
-    unsigned pendingBytes[kBulkStages];
-    uint64_t loaded = bulk.loads, stored = bulk.loads;
-    const auto load = [&]() {
-      const int s = static_cast<int>(loaded % kBulkStages);
-      pendingTo[s] = to;
-      pendingBytes[s] = bytes;
-      BulkLoad(bulk.stages + s * kBulkPieceVectors, from, bytes, &bulk.loadBarriers[s]);
-      ++loaded;
-    };
-    while (loaded - stored < kBulkStages - 1 && next()) load();
-    while (stored < loaded) {
-      const int s = static_cast<int>(stored % kBulkStages);
-      WaitLoad(&bulk.loadBarriers[s], static_cast<unsigned>(stored / kBulkStages) & 1);
-      BulkStore(pendingTo[s], bulk.stages + s * kBulkPieceVectors, pendingBytes[s]);
-      CommitStores();
-      ++stored;
-      if (next()) {
-        WaitStoresRead<1>();  // the piece before this one has left the stage the next load takes
-        load();
-      }
-    }
-    bulk.loads = loaded;
-    WaitStoresDone();
-  }
-
-  __syncthreads();
-  if (peer < ranks && peer != me) {
-    ControlBlock* theirs = context.peerControl[peer];
-    __threadfence_system();
-    theirs->pushSignature[round & 1][blockIdx.x][me] = context.signature;
-    StoreRelease(&theirs->pushReady[blockIdx.x][me], round);
-  }
-  return true;
-}
-
 // Step 2 for round `round`, chunk `chunk`. False on every thread when a peer's data did not arrive in time or came
 // from another kind of call.
 template <typename T, int kRanks, bool kPushToAll>
-__device__ inline bool ReduceRound(const AllPushArgs& args, uint64_t round, size_t chunk, BulkState& bulk) {
+__device__ inline bool ReduceRound(const AllPushArgs& args, uint64_t round, size_t chunk) {
   constexpr int kE = Vector<T>::kElements;
   const BarrierContext& context = args.barrier;
   const int me = context.rank, ranks = kRanks > 0 ? kRanks : context.ranks, peer = static_cast<int>(threadIdx.x);
@@ -282,16 +175,7 @@ __device__ inline bool ReduceRound(const AllPushArgs& args, uint64_t round, size
   const uint4* inbox = args.peerInbox[me];
   const size_t chunkVectors = args.chunkVectors, slotVectors = args.slotVectors;
   constexpr int kU = kReduceUnroll<T, kRanks>;
-  // On the bulk path the sums go through shared memory, and thread 0 stores them to every output at once; a buffer is
-  // refilled once its stores two rounds of the loop before have read it. The loop runs as often on every thread, as
-  // chunkVectors is a multiple of blockDim.x.
-  const bool bulkResults = kPushToAll && (args.bulk & kBulkResults) != 0;
-  const size_t fullVectors = count / kE;
   for (size_t first = threadIdx.x; first < chunkVectors; first += kU * blockDim.x) {
-    if (bulkResults) {
-      if (threadIdx.x == 0) WaitStoresRead<1>();
-      __syncthreads();
-    }
     bool active[kU];
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
@@ -315,37 +199,11 @@ __device__ inline bool ReduceRound(const AllPushArgs& args, uint64_t round, size
 #pragma unroll
       for (int u = 0; u < kU; ++u) Accumulate<T>(acc[u], terms[u], p == 0);
     }
+    // Output by output, each getting its kU vectors in a run (4 H100s: 128 MiB 341 GB/s against 338-339 with the
+    // outputs taken in turn per vector, 1 GiB 0.4% slower, the sizes between alike; bench/NOTES.md).
     uint4 sums[kU];
 #pragma unroll
     for (int u = 0; u < kU; ++u) sums[u] = Round<T>(acc[u]);
-    if (bulkResults) {
-      uint4* const buffer = bulk.results + (bulk.resultGroups++ & 1) * kU * blockDim.x;
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        const size_t v = chunk * chunkVectors + first + u * blockDim.x;
-        if (!active[u]) continue;
-        if (v < fullVectors) {
-          buffer[u * blockDim.x + threadIdx.x] = sums[u];
-        } else {  // the shard's partial last vector
-          for (int q = 0; q < ranks; ++q) StoreShardVector(static_cast<T*>(args.peerOutput[q]) + outputAt, count, v, sums[u]);
-        }
-      }
-      SharedWritesBeforeBulk();
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        const size_t v0 = chunk * chunkVectors + first;
-        const size_t v1 = min(v0 + kU * blockDim.x, min(fullVectors, (chunk + 1) * chunkVectors));
-        for (int j = 0; v0 < v1 && j < ranks; ++j) {
-          const int q = PeerAt(args.order, me, ranks, j);
-          BulkStore(reinterpret_cast<uint4*>(static_cast<T*>(args.peerOutput[q]) + outputAt) + v0, buffer,
-                    static_cast<unsigned>((v1 - v0) * sizeof(uint4)));
-        }
-        CommitStores();
-      }
-      continue;
-    }
-    // Output by output, each getting its kU vectors in a run (4 H100s: 128 MiB 341 GB/s against 338-339 with the
-    // outputs taken in turn per vector, 1 GiB 0.4% slower, the sizes between alike; bench/NOTES.md).
 #pragma unroll
     for (int j = 0; j < (kPushToAll ? (kRanks > 0 ? kRanks : kMaxLocalRanks) : 1); ++j) {
       if (kPushToAll && kRanks == 0 && j >= ranks) break;
@@ -358,7 +216,6 @@ __device__ inline bool ReduceRound(const AllPushArgs& args, uint64_t round, size
     }
   }
 
-  if (bulkResults && threadIdx.x == 0) WaitStoresDone();
   __syncthreads();
   if (peer < ranks && peer != me) {
     __threadfence_system();
@@ -376,22 +233,11 @@ __global__ void __launch_bounds__(512) AllPushKernel(AllPushArgs args) {
   const uint64_t before = mine->pushRounds[blockIdx.x];  // read by every thread before thread 0 moves it on
   const size_t rounds = DivUp(args.chunks - blockIdx.x, gridDim.x);
   const auto chunkOf = [&](size_t k) { return blockIdx.x + k * gridDim.x; };
-  extern __shared__ uint4 bulkShared[];
-  __shared__ uint64_t loadBarriers[kBulkStages];
-  BulkState bulk{loadBarriers, bulkShared, bulkShared + kBulkStages * kBulkPieceVectors, 0, 0};
-  const bool bulkPushes = (args.bulk & kBulkPushes) != 0;
-  if (bulkPushes && threadIdx.x == 0) {
-    for (int s = 0; s < kBulkStages; ++s) InitLoadBarrier(&loadBarriers[s]);
-  }
-  const auto push = [&](uint64_t round, size_t chunk, bool callsFirst) {
-    return bulkPushes ? PushRoundBulk<T, kRanks>(args, round, chunk, callsFirst, bulk)
-                      : PushRound<T, kRanks>(args, round, chunk, callsFirst);
-  };
 
-  if (!push(before + 1, chunkOf(0), true)) return;
+  if (!PushRound<T, kRanks>(args, before + 1, chunkOf(0), true)) return;
   for (size_t k = 0; k < rounds; ++k) {
-    if (k + 1 < rounds && !push(before + k + 2, chunkOf(k + 1), false)) return;
-    if (!ReduceRound<T, kRanks, kPushToAll>(args, before + k + 1, chunkOf(k), bulk)) return;
+    if (k + 1 < rounds && !PushRound<T, kRanks>(args, before + k + 2, chunkOf(k + 1), false)) return;
+    if (!ReduceRound<T, kRanks, kPushToAll>(args, before + k + 1, chunkOf(k))) return;
   }
 
   // Allreduce: every peer has stored its results for these chunks into my output.

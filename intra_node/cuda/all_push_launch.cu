@@ -1,7 +1,6 @@
 // All-push reduction: every rank pushes each peer's shard of its input into that peer's inbox in chunks, so NVLink
 // carries writes only; each rank sums its shard in rank order and writes the result (all_push_kernel.cuh).
 #include <algorithm>
-#include <cstdlib>
 #include <stdexcept>
 
 #include "common/cuda/cuda_error.h"
@@ -18,10 +17,8 @@ template <typename T, bool kPushToAll>
 void LaunchAllPushKernel(int ranks, int blocks, int threads, const device::AllPushArgs& args, cudaStream_t stream,
                          bool dependent) {
   WithRankCount(ranks, [&](auto count) {
-    constexpr int kRanks = decltype(count)::value;
-    LaunchNodeKernelWithShared(device::AllPushKernel<T, kRanks, kPushToAll>, blocks, threads,
-                               device::AllPushSharedBytes<T, kRanks>(args.bulk, threads), stream, dependent,
-                               "AllPushKernel", args);
+    LaunchNodeKernel(device::AllPushKernel<T, decltype(count)::value, kPushToAll>, blocks, threads, stream, dependent,
+                     "AllPushKernel", args);
   });
 }
 
@@ -76,10 +73,6 @@ void PeerGroup::LaunchAllPush(const TwoShotCall& call, const std::vector<Element
     throw std::logic_error("all-push: a wide chunk in a call of several rounds");
   args.inboxBlocks = pushBlocks_;
   args.order = config_.peerOrder;
-  {  // EXPERIMENT: GRADAGG_NVLINK_PUSH_BULK = 1 pushes, 2 results, 3 both, by bulk copy
-    const char* bulk = std::getenv("GRADAGG_NVLINK_PUSH_BULK");
-    args.bulk = bulk != nullptr && args.slotVectors % device::kBulkPieceVectors == 0 ? std::atoi(bulk) : 0;
-  }
   args.barrier = Barrier();
   const int blocks = static_cast<int>(std::min<size_t>(args.chunks, pushBlocks_));
   const bool dependent = Dependent(CallBytes(call, ElementBytes(type)));

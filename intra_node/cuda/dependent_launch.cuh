@@ -28,26 +28,16 @@ __device__ inline void StartAfterPriorGrids() {
 
 }  // namespace device
 
-// kernel<<<blocks, threads, sharedBytes, stream>>>(args...), the launch dependent on the kernel before where
-// `dependent`. Dynamic shared memory above 48 KiB is allowed for the kernel first.
+// kernel<<<blocks, threads, 0, stream>>>(args...), the launch dependent on the kernel before where `dependent`.
 template <typename... Params, typename... Args>
-void LaunchNodeKernelWithShared(void (*kernel)(Params...), int blocks, int threads, size_t sharedBytes,
-                                cudaStream_t stream, bool dependent, const char* name, Args... args) {
-  if (sharedBytes > (48 << 10)) {
-    const cudaError_t status =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(sharedBytes));
-    if (status != cudaSuccess) {
-      cudaGetLastError();
-      throw CudaError(std::string("shared memory of kernel ") + name, status, __FILE__, __LINE__);
-    }
-  }
+void LaunchNodeKernel(void (*kernel)(Params...), int blocks, int threads, cudaStream_t stream, bool dependent,
+                      const char* name, Args... args) {
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(blocks));
   config.blockDim = dim3(static_cast<unsigned>(threads));
-  config.dynamicSmemBytes = sharedBytes;
   config.stream = stream;
   config.attrs = &attribute;
   config.numAttrs = dependent ? 1 : 0;
@@ -56,13 +46,6 @@ void LaunchNodeKernelWithShared(void (*kernel)(Params...), int blocks, int threa
     cudaGetLastError();  // clears it, so that no later launch check reports it again
     throw CudaError(std::string("kernel ") + name, status, __FILE__, __LINE__);
   }
-}
-
-// kernel<<<blocks, threads, 0, stream>>>(args...), the launch dependent on the kernel before where `dependent`.
-template <typename... Params, typename... Args>
-void LaunchNodeKernel(void (*kernel)(Params...), int blocks, int threads, cudaStream_t stream, bool dependent,
-                      const char* name, Args... args) {
-  LaunchNodeKernelWithShared(kernel, blocks, threads, 0, stream, dependent, name, args...);
 }
 
 }  // namespace gradagg::nvlink

@@ -31,9 +31,9 @@ namespace gradagg::nvlink::device {
 // latency once per vector and a block moved only about 10 GB/s (bench/NOTES.md). Summing loads a vector from every
 // rank for each into float32 sums, so it takes fewer where the ranks are many or the elements small (registers).
 constexpr int kPushUnroll = 8;
-// Vectors a thread pushes to one peer before the next: 4 H100s, 1 GiB, 4596-4599 us against 4638-4642 pushing the
-// whole chunk to each peer in turn, 256-512 MiB 0.5% faster; 2 vectors 4608-4615 us, 8 (all to one peer) no faster
-// (bench/results/nvlink_allreduce/h100x4/push_runs/).
+// Vectors a thread pushes to one peer before the next, so that its vectors in flight go to two peers: 4 H100s, 1 GiB
+// 4571-4573 us against 4604-4612 pushing the whole chunk to one peer at a time, 256-512 MiB 0.4-0.5% faster, the
+// rest the same; 8 (all to one peer) no faster than whole chunks (bench/results/nvlink_allreduce/h100x4/push_runs/).
 constexpr int kPushRun = kPushUnroll / 2;
 template <typename T, int kRanks>
 constexpr int kReduceUnroll = kRanks > 0 && kRanks <= 4 && sizeof(T) == 4 ? 4 : 2;

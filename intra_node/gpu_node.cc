@@ -56,6 +56,43 @@ PeerAccessMatrix AllGatherMatrix(MPI_Comm comm, const std::vector<bool>& row) {
   return matrix;
 }
 
+std::string SizeSetting(size_t bytes) {
+  if (bytes == nvlink::kAutomatic) return "the default";
+  if (bytes == nvlink::kNever) return "never";
+  return std::to_string(bytes);
+}
+
+// The settings that decide which kernels run and how their memory is laid out, by the variable that sets them: a rank
+// given other values would make other calls or read its peers' data in the wrong place. (The timeout, the dependent
+// launches and the trace are each rank's own; phases left to phase 2 are taken where every rank has them on.)
+std::vector<NamedSetting> SettingsEveryRankShares(const GpuNodeConfig& config) {
+  const nvlink::PeerGroupConfig& group = config.group;
+  std::string access = config.accessOverride.empty() ? "as measured" : "";
+  for (const std::vector<bool>& row : config.accessOverride) {
+    if (!access.empty()) access += "/";
+    for (const bool reaches : row) access += reaches ? '1' : '0';
+  }
+  return {{"GRADAGG_NVLINK_ONE_SHOT_MAX", SizeSetting(group.oneShotMaxBytes)},
+          {"GRADAGG_NVLINK_ONE_SHOT_LINES_ABOVE", SizeSetting(group.oneShotLinesAbove)},
+          {"GRADAGG_NVLINK_PACKET_MAX", SizeSetting(group.packetMaxBytes)},
+          {"GRADAGG_NVLINK_LINE_MAX", SizeSetting(group.lineMaxBytes)},
+          {"GRADAGG_NVLINK_STAGING", SizeSetting(group.stagingBytes)},
+          {"GRADAGG_NVLINK_BLOCKS", std::to_string(group.blocks)},
+          {"GRADAGG_NVLINK_THREADS", std::to_string(group.threads)},
+          {"GRADAGG_NVLINK_INTERLEAVED", group.interleaved ? "1" : "0"},
+          {"GRADAGG_NVLINK_ALL_PUSH", group.reduction == nvlink::Reduction::kByGroupSize
+                                          ? "the default"
+                                          : std::to_string(group.reduction == nvlink::Reduction::kAllPush ? 1 : 0)},
+          {"GRADAGG_NVLINK_PUSH_CHUNK", SizeSetting(group.pushChunkBytes)},
+          {"GRADAGG_NVLINK_PEER_ORDER", group.peerOrder == nvlink::PeerOrder::kByGroupSize
+                                            ? "the default"
+                                            : std::to_string(static_cast<int>(group.peerOrder))},
+          {"GRADAGG_NVLINK_GROUP_SIZE", std::to_string(config.forcedGroupSize)},
+          {"GRADAGG_NVLINK_TOPOLOGY", access},
+          {"GRADAGG_NVLINK_HOST_BETWEEN_GROUPS", config.hostBetweenGroups ? "1" : "0"},
+          {"GRADAGG_NVLINK_SHARE_GPUS", config.shareGpus ? "1" : "0"}};
+}
+
 }  // namespace
 
 GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
@@ -107,6 +144,8 @@ GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
 
 GpuNode::GpuNode(MPI_Comm node, const GpuNodeConfig& config) : config_(config), node_(Communicator::Duplicate(node)) {
   const int ranks = node_.size(), me = node_.rank();
+  if (const std::string problem = AgreeOnSettings(node_.get(), SettingsEveryRankShares(config_)); !problem.empty())
+    throw UsageError(problem + ": give every rank of a node the same GRADAGG_NVLINK_* settings");
   // Phases left to phase 2 change which calls every rank makes: only where every rank of the node has them on.
   int sumInReader = config_.sumInReader ? 1 : 0;
   GRADAGG_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &sumInReader, 1, MPI_INT, MPI_MIN, node_.get()));

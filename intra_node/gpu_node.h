@@ -56,7 +56,8 @@ struct GpuNodeConfig {
 // pull; unset: by group size), GRADAGG_NVLINK_PUSH_CHUNK (bytes), GRADAGG_NVLINK_PEER_ORDER (0, 1, 2: PeerOrder),
 // GRADAGG_NVLINK_GROUP_SIZE, GRADAGG_NVLINK_TOPOLOGY, GRADAGG_NVLINK_HOST_BETWEEN_GROUPS, GRADAGG_NVLINK_SHARE_GPUS
 // (tests only), GRADAGG_NVLINK_SUM_IN_READER and GRADAGG_TRACE. Throws UsageError for a value that does not parse or
-// a topology file that cannot be read.
+// a topology file that cannot be read. GpuNode refuses, on every rank, settings that differ between its ranks (all
+// but the timeout, the dependent launches, the trace and GRADAGG_NVLINK_SUM_IN_READER, taken where all have it on).
 GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config = {});
 
 class GpuNode : public IntraNodePhase {

@@ -29,6 +29,57 @@ std::string AgreeOnProblem(MPI_Comm comm, const std::string& localProblem) {
   return std::string(buffer.begin(), buffer.end());
 }
 
+namespace {
+
+// Every rank's text, in rank order, whatever their lengths.
+std::vector<std::string> AllGatherText(MPI_Comm comm, const std::string& mine) {
+  int size = 0;
+  GRADAGG_MPI_CHECK(MPI_Comm_size(comm, &size));
+  const int length = static_cast<int>(mine.size());
+  std::vector<int> lengths(static_cast<size_t>(size)), offsets(static_cast<size_t>(size));
+  GRADAGG_MPI_CHECK(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm));
+  int total = 0;
+  for (int r = 0; r < size; ++r) offsets[static_cast<size_t>(r)] = total, total += lengths[static_cast<size_t>(r)];
+  std::vector<char> all(static_cast<size_t>(std::max(total, 1)));
+  GRADAGG_MPI_CHECK(
+      MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, comm));
+  std::vector<std::string> texts;
+  for (int r = 0; r < size; ++r)
+    texts.emplace_back(all.data() + offsets[static_cast<size_t>(r)],
+                       static_cast<size_t>(lengths[static_cast<size_t>(r)]));
+  return texts;
+}
+
+}  // namespace
+
+std::string AgreeOnSettings(MPI_Comm comm, const std::vector<NamedSetting>& settings) {
+  // One line for where this rank runs, then a name and a value a line (names and values hold no newline here).
+  std::string mine = RankAndHost() + "\n";
+  for (const NamedSetting& setting : settings) mine += setting.name + "\n" + setting.value + "\n";
+  const std::vector<std::string> texts = AllGatherText(comm, mine);
+  const auto lines = [](const std::string& text) {
+    std::vector<std::string> split;
+    size_t begin = 0;
+    for (size_t end = text.find('\n'); end != std::string::npos; begin = end + 1, end = text.find('\n', begin))
+      split.push_back(text.substr(begin, end - begin));
+    return split;
+  };
+  const std::vector<std::string> first = lines(texts[0]);
+  for (size_t r = 1; r < texts.size(); ++r) {
+    const std::vector<std::string> theirs = lines(texts[r]);
+    for (size_t i = 1; i < std::max(first.size(), theirs.size()); i += 2) {
+      const bool inFirst = i + 1 < first.size(), inTheirs = i + 1 < theirs.size();
+      if (!inFirst || !inTheirs || first[i] != theirs[i]) {
+        return "the settings differ: " + theirs[0] + " has " + (inTheirs ? theirs[i] : "none") + " where " + first[0] +
+               " has " + (inFirst ? first[i] : "none");
+      }
+      if (first[i + 1] != theirs[i + 1])
+        return first[i] + " is " + theirs[i + 1] + " on " + theirs[0] + " but " + first[i + 1] + " on " + first[0];
+    }
+  }
+  return "";
+}
+
 size_t SumOver(MPI_Comm comm, size_t count) {
   unsigned long long mine = count;
   unsigned long long sum = 0;

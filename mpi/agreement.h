@@ -14,6 +14,17 @@ namespace gradagg {
 // rank found one; otherwise, on every rank, the lowest such rank's text, prefixed with where it was found.
 std::string AgreeOnProblem(MPI_Comm comm, const std::string& localProblem);
 
+// A setting that must be the same on every rank, by name, its value as text.
+struct NamedSetting {
+  std::string name;
+  std::string value;
+};
+
+// Collective over `comm`. Every rank passes its settings, in the same order. Returns "" on every rank when every
+// rank's settings are rank 0's; otherwise, on every rank, the first setting of the lowest rank that differs from
+// rank 0, with both values and where they were set: "GRADAGG_X is 1 on rank 2 on node-a but 2 on rank 0 on node-a".
+std::string AgreeOnSettings(MPI_Comm comm, const std::vector<NamedSetting>& settings);
+
 // Collective over `comm`: the sum of every rank's `count`, on every rank.
 size_t SumOver(MPI_Comm comm, size_t count);
 

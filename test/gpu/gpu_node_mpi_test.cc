@@ -511,6 +511,22 @@ TEST_F(GpuNodeTest, AMismatchedAllPushCallIsReportedNotSummed) {
   node.Deregister(buffer.get());
 }
 
+// Settings that lay out the kernels' memory differ between the ranks (here all-push's inbox slot): every rank refuses
+// to build the node, naming the setting and both ranks, rather than reading a peer's data in the wrong place.
+TEST_F(GpuNodeTest, SettingsThatDifferBetweenRanksAreNamedBeforeAnyCall) {
+  if (WorldSize() < 2) GTEST_SKIP() << "needs two ranks";
+  GpuNodeConfig config = AllPushConfig(2.0);
+  if (WorldRank() == 1) config.group.pushChunkBytes = 64 << 10;  // GRADAGG_NVLINK_PUSH_CHUNK on local rank 1 only
+  try {
+    GpuNode node(MPI_COMM_WORLD, config);
+    ADD_FAILURE() << "the node was built although rank 1's GRADAGG_NVLINK_PUSH_CHUNK differs";
+  } catch (const UsageError& error) {
+    const std::string text = error.what();
+    EXPECT_NE(text.find("GRADAGG_NVLINK_PUSH_CHUNK is 65536 on rank 1 on "), std::string::npos) << text;
+    EXPECT_NE(text.find("but the default on rank 0 on "), std::string::npos) << text;
+  }
+}
+
 TEST_F(GpuNodeTest, APeerThatNeverArrivesIsNamedAfterTheTimeout) {
   if (WorldSize() < 2) GTEST_SKIP() << "needs two ranks";
   GpuNode node(MPI_COMM_WORLD, Config(64 << 20, 0, 1.0));

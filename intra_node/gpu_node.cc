@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -33,16 +32,6 @@ double ParseNumber(const char* name, double fallback) {
   if (errno != 0 || end == text || *end != '\0' || value < 0)
     throw UsageError(std::string(name) + "=" + text + " is not a non-negative number");
   return value;
-}
-
-// Fixed-width text fields, all-gathered.
-std::vector<std::string> AllGatherStrings(MPI_Comm comm, const std::string& mine, size_t width) {
-  std::vector<char> field(width, '\0');
-  std::memcpy(field.data(), mine.data(), std::min(mine.size(), width - 1));
-  const std::vector<char> all = AllGatherBytes(comm, field);
-  std::vector<std::string> strings;
-  for (size_t offset = 0; offset < all.size(); offset += width) strings.emplace_back(all.data() + offset);
-  return strings;
 }
 
 // Collective over `comm`: every rank's row of a yes/no relation to every rank (as PeerAccessRow returns it), as a
@@ -156,7 +145,7 @@ GpuNode::GpuNode(MPI_Comm node, const GpuNodeConfig& config) : config_(config), 
     config_.group.dependentLaunchMaxBytes = 0;
 
   // 1. Who reaches whom.
-  const std::vector<std::string> pciIds = AllGatherStrings(node_.get(), nvlink::CurrentDevicePciBusId(), 64);
+  const std::vector<std::string> pciIds = AllGatherText(node_.get(), nvlink::CurrentDevicePciBusId());
   access_ = AllGatherMatrix(node_.get(), nvlink::PeerAccessRow(pciIds));
   for (int i = 0; i < ranks && !config_.shareGpus; ++i)
     for (int j = i + 1; j < ranks; ++j)
@@ -180,7 +169,7 @@ GpuNode::GpuNode(MPI_Comm node, const GpuNodeConfig& config) : config_(config), 
     if (me == 0 && config_.traceLevel >= 1)
       std::cerr << "gradagg: packets, not lines: some GPUs of a group lack native atomics between them (not NVLink)\n";
   }
-  const std::vector<std::string> names = AllGatherStrings(node_.get(), RankAndHost(), 128);
+  const std::vector<std::string> names = AllGatherText(node_.get(), RankAndHost());
   if (!fullyConnected()) {
     if (config_.hostBetweenGroups) {
       hostWhy_ = "GRADAGG_NVLINK_HOST_BETWEEN_GROUPS=1";

@@ -29,9 +29,6 @@ std::string AgreeOnProblem(MPI_Comm comm, const std::string& localProblem) {
   return std::string(buffer.begin(), buffer.end());
 }
 
-namespace {
-
-// Every rank's text, in rank order, whatever their lengths.
 std::vector<std::string> AllGatherText(MPI_Comm comm, const std::string& mine) {
   int size = 0;
   GRADAGG_MPI_CHECK(MPI_Comm_size(comm, &size));
@@ -49,8 +46,6 @@ std::vector<std::string> AllGatherText(MPI_Comm comm, const std::string& mine) {
                        static_cast<size_t>(lengths[static_cast<size_t>(r)]));
   return texts;
 }
-
-}  // namespace
 
 std::string AgreeOnSettings(MPI_Comm comm, const std::vector<NamedSetting>& settings) {
   // One line for where this rank runs, then a name and a value a line (names and values hold no newline here).

@@ -14,6 +14,9 @@ namespace gradagg {
 // rank found one; otherwise, on every rank, the lowest such rank's text, prefixed with where it was found.
 std::string AgreeOnProblem(MPI_Comm comm, const std::string& localProblem);
 
+// Collective over `comm`: every rank's text, in rank order, whatever their lengths.
+std::vector<std::string> AllGatherText(MPI_Comm comm, const std::string& mine);
+
 // A setting that must be the same on every rank, by name, its value as text.
 struct NamedSetting {
   std::string name;

@@ -4,6 +4,7 @@
 // launches, moves a mean of microsecond calls by tens of percent); every size of both is checked on every element
 // (#wrong). nccl-tests' flags and table.
 //   mpirun -np G gradagg_nvlink_benchmark -b 1K -e 1G -f 2 [-r 5] [-d float|bfloat16|half] [--host-fallback]
+//     [--phases]
 // A node of several NVLink groups (real, or forced with GRADAGG_NVLINK_GROUP_SIZE or GRADAGG_NVLINK_TOPOLOGY) runs
 // its chain of groups; --host-fallback adds the same node reducing through host memory instead, in the same run.
 #include <cuda_runtime_api.h>
@@ -35,6 +36,7 @@ struct Settings {
   ElementType type = ElementType::kFloat32;
   int repeats = 1;  // timings of -n calls per size and library; the median is reported
   bool nccl = true, symmetric = true, check = true, help = false, hostFallback = false;
+  bool phases = false;  // also time the reduce-scatter and the all-gather alone (float32, one group)
 };
 
 bool Parse(int argc, char** argv, Settings& settings, int rank) {
@@ -49,7 +51,10 @@ bool Parse(int argc, char** argv, Settings& settings, int rank) {
       "check,c", po::value<int>()->default_value(1), "check every element (1) or not (0)")(
       "repeats,r", po::value(&settings.repeats), "time -n calls this many times and report the median (1)")(
       "no-nccl", "leave out the NCCL rows")("no-symmetric", "leave out NCCL on symmetric windows")(
-      "host-fallback", "also time the node's groups reducing through host memory (float only)");
+      "host-fallback", "also time the node's groups reducing through host memory (float only)")(
+      "phases",
+      "also time the allreduce's two halves alone: the reduce-scatter into each rank's shard of the output, "
+      "then the all-gather of it (float only)");
   po::variables_map values;
   std::string error = sweepFlags.Parse(argc, argv, flags, values, 2);
   if (typeText == "float" || typeText == "float32") {
@@ -73,8 +78,11 @@ bool Parse(int argc, char** argv, Settings& settings, int rank) {
   settings.symmetric = settings.nccl && values.count("no-symmetric") == 0;
   settings.check = values["check"].as<int>() != 0;
   settings.hostFallback = values.count("host-fallback") > 0;
-  if (settings.hostFallback && settings.type != ElementType::kFloat32) {
-    if (rank == 0) std::cerr << "gradagg_nvlink_benchmark: --host-fallback sums float only\n";
+  settings.phases = values.count("phases") > 0;
+  if ((settings.hostFallback || settings.phases) && settings.type != ElementType::kFloat32) {
+    if (rank == 0)
+      std::cerr << "gradagg_nvlink_benchmark: --" << (settings.phases ? "phases" : "host-fallback")
+                << " sums float only\n";
     return false;
   }
   return true;
@@ -151,6 +159,8 @@ int Run(const Settings& settings) {
   // faster of the two NCCL runs.
   std::string symmetricWhy = nccl ? (settings.symmetric ? "" : "left out (--no-symmetric)") : "no NCCL";
   const bool symmetric = nccl && settings.symmetric && nccl->AllocateSymmetric(maxCount * elementBytes, symmetricWhy);
+  const bool phases = settings.phases && node.fullyConnected();
+  if (settings.phases && !phases && rank == 0) std::printf("# phases: left out (the node is not one NVLink group)\n");
 
   if (rank == 0) {
     std::printf("# gradagg_nvlink_benchmark: %d ranks, %s, %d iterations, %d warm-ups", ranks, ToString(settings.type),
@@ -167,6 +177,10 @@ int Run(const Settings& settings) {
           node.peers().config().dependentLaunchMaxBytes);
     std::printf("\n");
     if (host) std::printf("# host: the same node through host memory; vs_host = host time / gradagg time\n");
+    if (phases)
+      std::printf(
+          "# phases: rs_us, the reduce-scatter alone into each rank's shard of the output (equal shards); "
+          "ag_us, the all-gather of that shard; #wrong after one of each\n");
     std::printf("# NCCL: %s\n", nccl ? ("libnccl " + nccl->version() + ", NCCL_NVLS_ENABLE=0").c_str()
                                      : (settings.nccl ? why.c_str() : "left out (--no-nccl)"));
     std::printf("# NCCL on symmetric windows (sym_us): %s\n",
@@ -175,7 +189,8 @@ int Run(const Settings& settings) {
     std::printf("#%11s %12s %9s  %10s %7s %7s %6s  %10s %7s %7s %6s  %7s", "size", "count", "type", "gradagg_us",
                 "algbw", "busbw", "#wrong", "nccl_us", "algbw", "busbw", "#wrong", "speedup");
     if (symmetric) std::printf("  %10s %6s %7s", "sym_us", "#wrong", "vs_best");
-    std::printf(host ? "  %10s %6s %7s\n" : "\n", "host_us", "#wrong", "vs_host");
+    if (host) std::printf("  %10s %6s %7s", "host_us", "#wrong", "vs_host");
+    std::printf(phases ? "  %10s %10s %6s\n" : "\n", "rs_us", "ag_us", "#wrong");
   }
   size_t totalWrong = 0;
   int faster = 0, compared = 0;
@@ -217,7 +232,28 @@ int Run(const Settings& settings) {
     const double best = symmetric ? std::min(theirs, symmetricTime) : theirs;
     const double hostTime = host ? timeAndCheck(through(*host), hostWrong) : 0.0;
     if (host) host->ThrowIfFailed();
-    totalWrong += wrong + hostWrong;  // NCCL's own rows are shown, not judged
+    size_t phaseWrong = 0;
+    double scatterTime = 0.0, gatherTime = 0.0;
+    if (phases) {
+      // Equal shards of whole 16-byte vectors, the last one shorter or empty.
+      const size_t per = (count / ranks + 3) / 4 * 4;
+      std::vector<ElementRange> shards;
+      for (int p = 0; p < ranks; ++p) {
+        const size_t begin = std::min(count, p * per);
+        shards.push_back({begin, std::min(count, begin + per) - begin});
+      }
+      const float* in = static_cast<const float*>(input);
+      float* const out = static_cast<float*>(output);
+      float* const stripe = out + shards[rank].begin;
+      scatterTime = TimeCalls(settings, stream, [&] { node.ReduceScatter(in, shards, stripe, stream); });
+      gatherTime = TimeCalls(settings, stream, [&] { node.AllGather(stripe, shards, out, stream); });
+      GRADAGG_CUDA_CHECK(cudaMemsetAsync(out, 0xff, count * elementBytes, stream));
+      node.ReduceScatter(in, shards, stripe, stream);
+      node.AllGather(stripe, shards, out, stream);
+      phaseWrong = settings.check ? SumOverRanks(CountWrong(out, count, settings.type, ranks, seed, stream)) : 0;
+      node.ThrowIfFailed();
+    }
+    totalWrong += wrong + hostWrong + phaseWrong;  // NCCL's own rows are shown, not judged
     const double actual = static_cast<double>(count * elementBytes);
     if (rank == 0) {
       std::printf("%12llu %12zu %9s  %10.2f %7.1f %7.1f %6zu", static_cast<unsigned long long>(count * elementBytes),
@@ -230,6 +266,7 @@ int Run(const Settings& settings) {
       }
       if (symmetric) std::printf("  %10.2f %6zu %7.2f", symmetricTime, symmetricWrong, best / ours);
       if (host) std::printf("  %10.2f %6zu %7.2f", hostTime, hostWrong, hostTime / ours);
+      if (phases) std::printf("  %10.2f %10.2f %6zu", scatterTime, gatherTime, phaseWrong);
       std::printf("\n");
     }
     if (nccl) {

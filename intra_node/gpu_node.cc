@@ -73,7 +73,6 @@ std::vector<NamedSetting> SettingsEveryRankShares(const GpuNodeConfig& config) {
                                           ? "the default"
                                           : std::to_string(group.reduction == nvlink::Reduction::kAllPush ? 1 : 0)},
           {"GRADAGG_NVLINK_PUSH_CHUNK", SizeSetting(group.pushChunkBytes)},
-          {"GRADAGG_NVLINK_COPY_SCATTER_MIN", SizeSetting(group.copyScatterMinBytes)},
           {"GRADAGG_NVLINK_PEER_ORDER", group.peerOrder == nvlink::PeerOrder::kByGroupSize
                                             ? "the default"
                                             : std::to_string(static_cast<int>(group.peerOrder))},
@@ -113,10 +112,6 @@ GpuNodeConfig GpuNodeConfigFromEnvironment(GpuNodeConfig config) {
     group.dependentLaunchMaxBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_DEPENDENT_LAUNCH_MAX", 0));
   if (std::getenv("GRADAGG_NVLINK_PUSH_CHUNK") != nullptr)
     group.pushChunkBytes = static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_PUSH_CHUNK", 0));
-  if (const char* text = std::getenv("GRADAGG_NVLINK_COPY_SCATTER_MIN"); text != nullptr && *text != '\0')
-    group.copyScatterMinBytes = std::string(text) == "never"
-                                    ? nvlink::kNever
-                                    : static_cast<size_t>(ParseNumber("GRADAGG_NVLINK_COPY_SCATTER_MIN", 0));
   config.forcedGroupSize = static_cast<int>(ParseNumber("GRADAGG_NVLINK_GROUP_SIZE", config.forcedGroupSize));
   if (const char* path = std::getenv("GRADAGG_NVLINK_TOPOLOGY"); path != nullptr && *path != '\0') {
     std::ifstream file(path);

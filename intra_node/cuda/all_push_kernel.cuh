@@ -60,6 +60,28 @@ __device__ inline size_t InboxSlot(const AllPushArgs& args, uint64_t round, int 
   return (((round & 1) * args.inboxBlocks + blockIdx.x) * (ranks - 1) + slot) * args.slotVectors;
 }
 
+// Vector v of a shard of `count` elements at `shard`: zero past the end.
+template <typename T>
+__device__ inline uint4 LoadShardVector(const T* shard, size_t count, size_t v) {
+  constexpr int kE = Vector<T>::kElements;
+  if ((v + 1) * kE <= count) return LoadVector(shard + v * kE);
+  uint4 bits = make_uint4(0, 0, 0, 0);
+  T* elements = reinterpret_cast<T*>(&bits);
+  for (size_t k = 0; v * kE + k < count; ++k) elements[k] = shard[v * kE + k];
+  return bits;
+}
+
+template <typename T>
+__device__ inline void StoreShardVector(T* shard, size_t count, size_t v, uint4 bits) {
+  constexpr int kE = Vector<T>::kElements;
+  if ((v + 1) * kE <= count) {
+    StoreVector(shard + v * kE, bits);
+    return;
+  }
+  const T* elements = reinterpret_cast<const T*>(&bits);
+  for (size_t k = 0; v * kE + k < count; ++k) shard[v * kE + k] = elements[k];
+}
+
 // Thread p, for each peer p of mine, waits until flags[p] >= target. False on every thread when one timed out.
 __device__ inline bool EveryPeerReached(const BarrierContext& context, int ranks, const uint64_t* flags,
                                         uint64_t target, int barrier) {

@@ -32,13 +32,8 @@ size_t DefaultPushChunkBytes(int ranks) {
 }
 
 bool PeerGroup::CanPush(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type) const {
-  return config_.reduction == Reduction::kAllPush && CallBytes(call, ElementBytes(type)) >= pushMinBytes_ &&
-         ShardsAligned(call, shards, type);
-}
-
-bool PeerGroup::ShardsAligned(const TwoShotCall& call, const std::vector<ElementRange>& shards,
-                              ElementType type) const {
   const size_t elementBytes = ElementBytes(type);
+  if (config_.reduction != Reduction::kAllPush || CallBytes(call, elementBytes) < pushMinBytes_) return false;
   for (int p = 0; p < ranks(); ++p) {
     // Allocations start 256-byte aligned, so the offsets in every rank's records decide, the same on all ranks.
     const size_t input = call.input.registration->exported[p].offset + call.input.offset;

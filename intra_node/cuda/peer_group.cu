@@ -2,8 +2,7 @@
 // barrier context, and the entry points that pick an algorithm: one-shot for small messages (one_shot_launch.cu),
 // the packet or line two-shot above it (packet_two_shot_launch.cu, line_two_shot_launch.cu; the packet two-shot only
 // where a threshold asks for it), two-shot pulled or all-push for the rest
-// (two_shot_launch.cu, all_push_launch.cu; the largest with the reduce-scatter on the copy engines,
-// copy_scatter_allreduce.cu), through the staging area for unregistered buffers (staged_allreduce.cu).
+// (two_shot_launch.cu, all_push_launch.cu), through the staging area for unregistered buffers (staged_allreduce.cu).
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -44,8 +43,6 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
     config_.peerOrder = ranks() > 2 ? PeerOrder::kRotatedPerBlock : PeerOrder::kRankOrder;
   if (ranks() < 2) config_.reduction = Reduction::kPull;  // nobody to push to
   if (config_.pushChunkBytes == kAutomatic) config_.pushChunkBytes = DefaultPushChunkBytes(ranks());
-  if (config_.copyScatterMinBytes == kAutomatic) config_.copyScatterMinBytes = DefaultCopyScatterMinBytes(ranks());
-  if (ranks() < 2) config_.copyScatterMinBytes = kNever;  // nobody to copy to
   if (config_.pushChunkBytes < (16 << 10) || config_.pushChunkBytes > (1 << 20))
     throw UsageError("the all-push chunk must be 16 KiB .. 1 MiB, not " + std::to_string(config_.pushChunkBytes) +
                      " bytes");
@@ -111,7 +108,6 @@ void PeerGroup::UnmapPeers() {
   unmapped_ = true;
   GRADAGG_CUDA_CHECK(cudaDeviceSynchronize());  // our own kernels may still touch peer memory
   for (const Registration& registration : registrations_) Unmap(registration);
-  Unmap(copyInbox_);
   Unmap(scratch_);
   registrations_.clear();
 }
@@ -159,7 +155,6 @@ void PeerGroup::Unmap(const Registration& registration) {
 void PeerGroup::Register(void* buffer, size_t bytes) {
   DeviceGuard guard(device_);
   registrations_.push_back(Share(buffer, bytes));
-  UpdateCopyInbox();
 }
 
 void PeerGroup::Deregister(void* buffer) {
@@ -176,7 +171,6 @@ void PeerGroup::Deregister(void* buffer) {
   Unmap(*found);
   registrations_.erase(found);
   AllGatherRecord(&flag, 1);
-  UpdateCopyInbox();
 }
 
 PeerGroup::Lookup PeerGroup::Find(const void* buffer, size_t bytes, Located& located) const {
@@ -309,11 +303,7 @@ void PeerGroup::FusedAllReduce(const Located& input, const Located& output, size
     shards.push_back({begin, std::min(count, begin + shard) - begin});
   }
   StartCall(signature);
-  const TwoShotCall call{input, output, shards[rank_], shard, 0, 0, true, true};
-  if (CallBytes(call, ElementBytes(type)) >= config_.copyScatterMinBytes && ShardsAligned(call, shards, type) &&
-      CopyScatterAllReduce(call, shards, type, stream))
-    return;
-  Reduce(call, shards, type, stream);
+  Reduce({input, output, shards[rank_], shard, 0, 0, true, true}, shards, type, stream);
 }
 
 void PeerGroup::Reduce(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type,

@@ -12,8 +12,6 @@
 // - two-shot allreduce and reduce-scatter on registered buffers: all-push (each rank writes its peers' parts into
 //   their inboxes, owners sum locally and write the results), or pulled from the peers' inputs, as
 //   PeerGroupConfig::reduction chooses by group and size, and wherever a shard is not 16-byte aligned on every rank;
-// - from copyScatterMinBytes, the allreduce's reduce-scatter on the copy engines into a copy inbox, then one kernel
-//   sums and stores to every output (copy_scatter_allreduce.cu);
 // - all-gather on registered buffers: each rank writes its stripe into every rank's output;
 // - two-shot allreduce of unregistered buffers: chunks staged through a registered area (two extra local copies).
 #pragma once
@@ -29,8 +27,6 @@
 #include <vector>
 
 #include "common/cuda/device_memory.h"
-#include "common/cuda/event_pool.h"
-#include "common/cuda/owned_stream.h"
 #include "common/element_range.h"
 #include "common/element_type.h"
 #include "common/value_arrays.h"
@@ -75,9 +71,6 @@ size_t PacketShardPairs(size_t bytes, int ranks);
 size_t DefaultDependentLaunchMaxBytes(int ranks);
 // The largest all-push chunk per block and peer when none is given: 128 KiB on 2 GPUs, less for more peers.
 size_t DefaultPushChunkBytes(int ranks);
-// Allreduces of registered buffers of at least this many bytes copy-scatter (copy_scatter_allreduce.cu), when not
-// given (kNever: none).
-size_t DefaultCopyScatterMinBytes(int ranks);
 
 // How two-shot reductions move data: kAllPush writes each peer's part into its inbox (writes only over NVLink),
 // kPull has each owner read its shard from every peer. kByGroupSize: all-push from 8 MiB, pull below (bench/NOTES.md:
@@ -102,10 +95,6 @@ struct PeerGroupConfig {
   PeerOrder peerOrder = PeerOrder::kByGroupSize;  // two-shot blocks write to their peers in this order
   size_t dependentLaunchMaxBytes = kAutomatic;    // calls of at most this many bytes launch while the stream's kernel
                                                   // before them ends (dependent_launch.cuh; 0: none; by group size)
-  size_t copyScatterMinBytes = kAutomatic;  // allreduces of registered buffers of at least this many bytes move their
-                                            // reduce-scatter on the copy engines, through an inbox of (G - 1) / G of
-                                            // the largest such call, kept (copy_scatter_allreduce.cu; kNever: none;
-                                            // kAutomatic: by group size)
 };
 
 class PeerGroup {
@@ -122,8 +111,6 @@ class PeerGroup {
   int rank() const { return rank_; }
   int ranks() const { return static_cast<int>(names_.size()); }
   const PeerGroupConfig& config() const { return config_; }
-  // The copy inbox this rank holds for copy-scatter allreduces now (0: none; see copyScatterMinBytes).
-  size_t copyInboxBytes() const { return copyInboxSlotBytes_ * (ranks() - 1); }
 
   // Collective: every rank registers (or deregisters) its own buffer, all in the same order. Calls on a registered
   // buffer must use the same offset into it on every rank (checked at the first barrier). Deregister before freeing:
@@ -207,27 +194,10 @@ class PeerGroup {
   // Whether a reducing call can run all-push: every rank's input and output 16-byte aligned at every shard, judged
   // from the registrations' records so that every rank decides alike.
   bool CanPush(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type) const;
-  // Whether every rank's input, and output (or stripe), is 16-byte aligned at every shard, from the same records.
-  bool ShardsAligned(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type) const;
   void LaunchAllPush(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type,
                      cudaStream_t stream);
   void FusedAllReduce(const Located& input, const Located& output, size_t count, uint64_t signature, ElementType type,
                       cudaStream_t stream);
-  // The fused allreduce's call (after StartCall) with its reduce-scatter on the copy engines: a stream per peer step
-  // copies that peer's shard of the input into this rank's slot of its copy inbox; a barrier; then one kernel sums
-  // this rank's shard (its own input and the inbox, local reads) and stores the result into every rank's output; a
-  // barrier ends the call. False, with nothing launched, where the inbox is too small for it (on every rank alike).
-  bool CopyScatterAllReduce(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type,
-                            cudaStream_t stream);
-  // The copy inbox's slot for the registrations now: a shard of the largest one of at least copyScatterMinBytes on
-  // any rank (0: none such).
-  size_t CopyInboxSlotWanted() const;
-  // Collective, after registering and deregistering: makes, resizes or frees the copy inbox to fit. Where some rank
-  // cannot allocate it, every rank goes without (copy-scatter falls back to all-push) until the next registration.
-  void UpdateCopyInbox();
-  // A barrier alone (barrier 1 compares the call's signature): every peer's stream has reached it, and what each
-  // wrote before it is visible here. A rank whose barrier has failed never arrives again.
-  void Arrive(int barrier, cudaStream_t stream);
   void OneShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream);
   // What both packet paths pass their kernel for this call (after StartCall), and their blocks for `pairs` per rank.
   void FillPacketArgs(device::PacketArgs& args, const void* input, void* output, size_t count) const;
@@ -266,14 +236,6 @@ class PeerGroup {
   size_t pushMinBytes_ = 0;  // all-push reductions of at least this many bytes (the rest pull)
   std::vector<Registration> registrations_;
   Registration staging_;  // the staging area of every rank
-
-  // Copy-scatter: [sender, this rank left out] slots of copyInboxSlotBytes_ (0: no inbox), shared like a registered
-  // buffer (UpdateCopyInbox). A stream per peer step and the events that join them to the call's stream.
-  std::unique_ptr<void, CudaFree> copyInboxMemory_;
-  Registration copyInbox_;
-  size_t copyInboxSlotBytes_ = 0;
-  std::vector<OwnedStream> copyStreams_;
-  EventPool copyEvents_;  // [0] the call's start, [step] that step's copies done
 
   std::unique_ptr<BarrierStatus, CudaFreeHost> status_;  // pinned, mapped
   BarrierStatus* statusOnDevice_ = nullptr;

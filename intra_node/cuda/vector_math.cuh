@@ -52,28 +52,6 @@ __device__ inline uint4 Round(const float (&acc)[Vector<T>::kElements]) {
   return v;
 }
 
-// Vector v of a shard of `count` elements at `shard`: zero past the end.
-template <typename T>
-__device__ inline uint4 LoadShardVector(const T* shard, size_t count, size_t v) {
-  constexpr int kE = Vector<T>::kElements;
-  if ((v + 1) * kE <= count) return LoadVector(shard + v * kE);
-  uint4 bits = make_uint4(0, 0, 0, 0);
-  T* elements = reinterpret_cast<T*>(&bits);
-  for (size_t k = 0; v * kE + k < count; ++k) elements[k] = shard[v * kE + k];
-  return bits;
-}
-
-template <typename T>
-__device__ inline void StoreShardVector(T* shard, size_t count, size_t v, uint4 bits) {
-  constexpr int kE = Vector<T>::kElements;
-  if ((v + 1) * kE <= count) {
-    StoreVector(shard + v * kE, bits);
-    return;
-  }
-  const T* elements = reinterpret_cast<const T*>(&bits);
-  for (size_t k = 0; v * kE + k < count; ++k) shard[v * kE + k] = elements[k];
-}
-
 __host__ __device__ inline size_t DivUp(size_t a, size_t b) { return (a + b - 1) / b; }
 
 // Block `block` of `blocks` takes [begin, end) of [0, count), cut at multiples of `granule` elements, so every rank

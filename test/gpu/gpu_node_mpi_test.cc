@@ -81,13 +81,6 @@ class GpuNodeTest : public OneGpuPerRank {
       if (registered) node.Deregister(buffer.get());
     }
   }
-  // Every allreduce of registered buffers past the line two-shot copy-scatters (the copy inbox follows every
-  // registration).
-  static GpuNodeConfig CopyScatterConfig(double timeout = 20.0) {
-    GpuNodeConfig config = Config(0, 0, timeout);
-    config.group.copyScatterMinBytes = 0;  // GRADAGG_NVLINK_COPY_SCATTER_MIN=0
-    return config;
-  }
   // All-push on 3 blocks with 16 KiB slots (1024 vectors): many rounds, and wide ones, at small sizes.
   static GpuNodeConfig FewBlocksConfig() {
     GpuNodeConfig config = AllPushConfig();
@@ -218,52 +211,6 @@ TEST_F(GpuNodeTest, EveryPeerOrderKeepsTheRankOrderSum) {
         for (size_t count : kCounts) CheckAllReduce(node, {count, type, 0, 0}, true, ++seed, stream_);
     }
   }
-}
-
-// The reduce-scatter on the copy engines, then one kernel summing from the copy inbox into every output: every type,
-// size and place (unaligned ones take the two-shot), with the inbox made and freed at each registration.
-TEST_F(GpuNodeTest, CopyScatterAllReduceIsTheRankOrderSum) {
-  GpuNode node(MPI_COMM_WORLD, CopyScatterConfig());
-  CheckEveryTypeSizeAndPlace(node, 800);
-}
-
-// In place, one call after another with no wait between: a peer's kernel may write this rank's input only once its
-// copies out of it are done, and the next call's copies may refill an inbox only once its owner has read it.
-TEST_F(GpuNodeTest, CopyScatterChainedInPlaceSeeEachOthersResults) {
-  CheckChainedInPlace(CopyScatterConfig(), "copy-scatter");
-}
-
-// The inbox holds a shard of the largest registration of at least the threshold, on any rank, and goes with it; calls
-// on smaller buffers keep to all-push, calls that fit the inbox copy-scatter, and both sum alike.
-TEST_F(GpuNodeTest, TheCopyInboxFollowsTheRegistrations) {
-  GpuNodeConfig config = Config(0);
-  config.group.copyScatterMinBytes = 4 << 20;
-  GpuNode node(MPI_COMM_WORLD, config);
-  const int ranks = WorldSize();
-  const size_t small = 1 << 20, large = (8 << 20) + 4096 * WorldRank();  // bytes; the largest on the last rank
-  const size_t largest = (8 << 20) + 4096 * (ranks - 1);
-  DeviceBuffer a(small), b(large);
-  node.Register(a.get(), a.bytes());
-  EXPECT_EQ(node.peers().copyInboxBytes(), 0u);
-  node.Register(b.get(), b.bytes());
-  const size_t slot = ((largest + ranks - 1) / ranks + 16 + 255) / 256 * 256;
-  EXPECT_EQ(node.peers().copyInboxBytes(), ranks > 1 ? slot * (ranks - 1) : 0u);
-  uint32_t seed = 830;
-  // 8 MiB and 4 MiB in b: copy-scatter; 1 MiB in a and 4 MiB - 16 bytes in b: below the threshold, pulled.
-  for (size_t count : {size_t{2} << 20, size_t{1} << 18, size_t{1} << 20, (size_t{1} << 20) - 4, size_t{2} << 20}) {
-    void* buffer = count * 4 <= small ? a.get() : b.get();
-    const std::vector<uint8_t> mine = InputBits(count, ElementType::kFloat32, WorldRank(), ++seed);
-    ASSERT_EQ(cudaMemcpy(buffer, mine.data(), mine.size(), cudaMemcpyHostToDevice), cudaSuccess);
-    node.AllReduce(buffer, buffer, count, ElementType::kFloat32, stream_);
-    ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
-    node.ThrowIfFailed();
-    std::vector<uint8_t> result(count * 4);
-    ASSERT_EQ(cudaMemcpy(result.data(), buffer, result.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-    EXPECT_EQ(result, RankOrderSum(0, count, ElementType::kFloat32, ranks, seed, count)) << "count " << count;
-  }
-  node.Deregister(b.get());
-  EXPECT_EQ(node.peers().copyInboxBytes(), 0u);
-  node.Deregister(a.get());
 }
 
 TEST_F(GpuNodeTest, StagedAllReduceOfUnregisteredBuffersIsTheRankOrderSum) {
@@ -559,18 +506,6 @@ TEST_F(GpuNodeTest, AMismatchedAllPushCallIsReportedNotSummed) {
   DeviceBuffer buffer(most * 4);
   node.Register(buffer.get(), buffer.bytes());
   const size_t count = WorldRank() == 1 ? most : most - 64;  // both all-push, only the signature differs
-  node.AllReduce(buffer.get(), buffer.get(), count, ElementType::kFloat32, stream_);
-  ExpectReportedMismatch(node, stream_);
-  node.Deregister(buffer.get());
-}
-
-TEST_F(GpuNodeTest, AMismatchedCopyScatterCallIsReportedNotSummed) {
-  if (WorldSize() < 2) GTEST_SKIP() << "needs two ranks";
-  GpuNode node(MPI_COMM_WORLD, CopyScatterConfig(2.0));
-  const size_t most = 1 << 20;
-  DeviceBuffer buffer(most * 4);
-  node.Register(buffer.get(), buffer.bytes());
-  const size_t count = WorldRank() == 1 ? most : most - 64;  // both copy-scatter, only the signature differs
   node.AllReduce(buffer.get(), buffer.get(), count, ElementType::kFloat32, stream_);
   ExpectReportedMismatch(node, stream_);
   node.Deregister(buffer.get());

@@ -1,7 +1,8 @@
 // gradagg_nvlink_benchmark: the single-node allreduce of gradagg's NVLink phase next to ncclAllReduce, in one run,
-// with the same method: out of place, CUDA events around -n calls after -w warm-ups, the time per call is the
-// slowest rank's; with --repeats R, the median of R such timings (one slow call, a host thread descheduled while it
-// launches, moves a mean of microsecond calls by tens of percent); every size of both is checked on every element
+// with the same method: -w warm-ups of each at the largest and the smallest size first (as nccl-tests), then per size
+// out of place, CUDA events around -n calls after -w warm-ups, the time per call is the slowest rank's; with
+// --repeats R, the median of R such timings (one slow call, a host thread descheduled while it launches, moves a mean
+// of microsecond calls by tens of percent); every size of both is checked on every element
 // (#wrong). nccl-tests' flags and table.
 //   mpirun -np G gradagg_nvlink_benchmark -b 1K -e 1G -f 2 [-r 5] [-d float|bfloat16|half] [--host-fallback]
 //     [--phases]
@@ -192,6 +193,21 @@ int Run(const Settings& settings) {
     if (host) std::printf("  %10s %6s %7s", "host_us", "#wrong", "vs_host");
     std::printf(phases ? "  %10s %10s %6s\n" : "\n", "rs_us", "ag_us", "#wrong");
   }
+  // As nccl-tests does before its sweep: every library's warm-up calls at the largest size and then at the smallest,
+  // so that the first sizes timed find clocks, caches and each library's first-call setup as the later ones do.
+  const size_t minCount = std::max<size_t>(1, settings.sweep.minBytes / elementBytes);
+  for (const size_t count : {maxCount, minCount}) {
+    for (int i = 0; i < settings.sweep.warmups; ++i) {
+      node.AllReduce(input, output, count, settings.type, stream);
+      if (nccl) nccl->AllReduce(input, output, count, settings.type, stream);
+      if (symmetric) nccl->AllReduce(nccl->symmetricInput(), nccl->symmetricOutput(), count, settings.type, stream);
+      if (host) host->AllReduce(input, output, count, settings.type, stream);
+    }
+    GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
+    node.ThrowIfFailed();
+    GRADAGG_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+  }
+
   size_t totalWrong = 0;
   int faster = 0, compared = 0;
   const double busFactor = 2.0 * (ranks - 1) / ranks;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 19, call 12: the shipped build's sweeps (the library as in session 18; the benchmark now warms every library
+# Session 19, call 12 (4 H200s): the shipped build's sweeps (the library as in session 18; the benchmark now warms every library
 # up at the largest and the smallest size before the sweep, as nccl-tests does): 4 GPUs twice and 2 GPUs twice,
 # alternating.
 set -uo pipefail

@@ -252,7 +252,7 @@ int Run(const Settings& settings) {
     double scatterTime = 0.0, gatherTime = 0.0;
     if (phases) {
       // Equal shards of whole 16-byte vectors, the last one shorter or empty.
-      const size_t per = (count / ranks + 3) / 4 * 4;
+      const size_t per = ((count + ranks - 1) / ranks + 3) / 4 * 4;
       std::vector<ElementRange> shards;
       for (int p = 0; p < ranks; ++p) {
         const size_t begin = std::min(count, p * per);

@@ -216,14 +216,19 @@ int Run(const Settings& settings) {
     const size_t count = bytes / elementBytes;
     if (count == 0) continue;
     FillPattern(input, count, settings.type, rank, ++seed, stream);
-    // One allreduce timed over the calls, then once more into a poisoned output and checked on every element.
-    const auto timeAndCheckOn = [&](void* in, void* out, auto allReduce, size_t& wrong) {
-      const double time = TimeCalls(settings, stream, [&] { allReduce(in, out, count, settings.type, stream); });
+    // Once the calls timed before have passed the node's checks: `run` writes into a poisoned `out`, whose wrong
+    // elements are counted on every rank (0 unchecked).
+    const auto wrongAfter = [&](void* out, auto run) -> size_t {
       GRADAGG_CUDA_CHECK(cudaStreamSynchronize(stream));
       node.ThrowIfFailed();
       GRADAGG_CUDA_CHECK(cudaMemsetAsync(out, 0xff, count * elementBytes, stream));
-      allReduce(in, out, count, settings.type, stream);
-      wrong = settings.check ? SumOverRanks(CountWrong(out, count, settings.type, ranks, seed, stream)) : 0;
+      run();
+      return settings.check ? SumOverRanks(CountWrong(out, count, settings.type, ranks, seed, stream)) : 0;
+    };
+    // One allreduce timed over the calls, then once more into a poisoned output and checked on every element.
+    const auto timeAndCheckOn = [&](void* in, void* out, auto allReduce, size_t& wrong) {
+      const double time = TimeCalls(settings, stream, [&] { allReduce(in, out, count, settings.type, stream); });
+      wrong = wrongAfter(out, [&] { allReduce(in, out, count, settings.type, stream); });
       return time;
     };
     const auto timeAndCheck = [&](auto allReduce, size_t& wrong) {
@@ -263,10 +268,10 @@ int Run(const Settings& settings) {
       float* const stripe = out + shards[rank].begin;
       scatterTime = TimeCalls(settings, stream, [&] { node.ReduceScatter(in, shards, stripe, stream); });
       gatherTime = TimeCalls(settings, stream, [&] { node.AllGather(stripe, shards, out, stream); });
-      GRADAGG_CUDA_CHECK(cudaMemsetAsync(out, 0xff, count * elementBytes, stream));
-      node.ReduceScatter(in, shards, stripe, stream);
-      node.AllGather(stripe, shards, out, stream);
-      phaseWrong = settings.check ? SumOverRanks(CountWrong(out, count, settings.type, ranks, seed, stream)) : 0;
+      phaseWrong = wrongAfter(out, [&] {
+        node.ReduceScatter(in, shards, stripe, stream);
+        node.AllGather(stripe, shards, out, stream);
+      });
       node.ThrowIfFailed();
     }
     totalWrong += wrong + hostWrong + phaseWrong;  // NCCL's own rows are shown, not judged

@@ -335,6 +335,8 @@ int Aggregator::rank() const { return impl_->topology.rank(); }
 int Aggregator::size() const { return impl_->topology.size(); }
 int Aggregator::nodeCount() const { return impl_->topology.nodeCount(); }
 int Aggregator::ranksPerNode() const { return impl_->topology.ranksPerNode(); }
+int Aggregator::nodeIndex() const { return impl_->topology.nodeIndex(); }
+int Aggregator::localRank() const { return impl_->topology.localRank(); }
 
 const NodeTopology& TopologyOf(const Aggregator& aggregator) { return aggregator.impl_->topology; }
 

@@ -487,6 +487,14 @@ gradagg_status gradagg_topology(const gradagg_aggregator* aggregator, int* rank,
   });
 }
 
+gradagg_status gradagg_placement(const gradagg_aggregator* aggregator, int* node, int* local_rank) {
+  return Guarded([&] {
+    const gradagg::Aggregator& self = Require(aggregator, "aggregator", "gradagg_placement").aggregator;
+    if (node != nullptr) *node = self.nodeIndex();
+    if (local_rank != nullptr) *local_rank = self.localRank();
+  });
+}
+
 const char* gradagg_describe(const gradagg_aggregator* aggregator) {
   const gradagg_status status = Guarded([&] {
     DescribeText() = gradagg::Describe(Require(aggregator, "aggregator", "gradagg_describe").aggregator.options());

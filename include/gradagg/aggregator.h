@@ -127,6 +127,10 @@ class Aggregator {
   int size() const;
   int nodeCount() const;
   int ranksPerNode() const;
+  // Where this rank sits: its node's index (0 .. nodeCount() - 1, the same on every rank of a node) and its index
+  // inside the node (0 .. ranksPerNode() - 1).
+  int nodeIndex() const;
+  int localRank() const;
 
  private:
   friend const NodeTopology& TopologyOf(const Aggregator& aggregator);

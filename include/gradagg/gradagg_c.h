@@ -31,7 +31,7 @@ extern "C" {
 #define GRADAGG_C_EXPORT
 #endif
 
-#define GRADAGG_C_API_VERSION 5
+#define GRADAGG_C_API_VERSION 6
 
 typedef enum gradagg_status {
   GRADAGG_OK = 0,
@@ -178,6 +178,9 @@ GRADAGG_C_EXPORT gradagg_status gradagg_last_stats(const gradagg_aggregator* agg
 /* Where this rank sits: any pointer may be NULL. */
 GRADAGG_C_EXPORT gradagg_status gradagg_topology(const gradagg_aggregator* aggregator, int* rank, int* size, int* nodes,
                                                  int* ranks_per_node);
+/* This rank's node (0 .. nodes - 1, the same on every rank of a node) and its index inside the node: any pointer
+ * may be NULL. (Since version 6.) */
+GRADAGG_C_EXPORT gradagg_status gradagg_placement(const gradagg_aggregator* aggregator, int* node, int* local_rank);
 /* One line: the effective options (gradagg/options.h's Describe). Valid until this thread's next gradagg call. */
 GRADAGG_C_EXPORT const char* gradagg_describe(const gradagg_aggregator* aggregator);
 

@@ -3,7 +3,7 @@ import ctypes
 import ctypes.util
 import os
 
-C_API_VERSION = 5
+C_API_VERSION = 6
 
 OK, ERROR_USAGE, ERROR_TIMEOUT, ERROR_RUNTIME = 0, 1, 2, 3
 FLOAT32, BFLOAT16, FLOAT16 = 0, 1, 2
@@ -106,6 +106,7 @@ _signatures = {
                                                 ctypes.POINTER(ctypes.c_float), ctypes.c_size_t]),
     "gradagg_last_stats": (ctypes.c_int, [_handle, ctypes.POINTER(Stats)]),
     "gradagg_topology": (ctypes.c_int, [_handle] + [ctypes.POINTER(ctypes.c_int)] * 4),
+    "gradagg_placement": (ctypes.c_int, [_handle] + [ctypes.POINTER(ctypes.c_int)] * 2),
     "gradagg_describe": (ctypes.c_char_p, [_handle]),
 }
 for _name, (_result, _arguments) in _signatures.items():

@@ -69,6 +69,9 @@ class Aggregator:
         rank, size, nodes, per_node = (ctypes.c_int() for _ in range(4))
         check(_capi.lib.gradagg_topology(self._handle, *(ctypes.byref(v) for v in (rank, size, nodes, per_node))))
         self.rank, self.size, self.nodes, self.ranks_per_node = rank.value, size.value, nodes.value, per_node.value
+        node, local_rank = ctypes.c_int(), ctypes.c_int()
+        check(_capi.lib.gradagg_placement(self._handle, ctypes.byref(node), ctypes.byref(local_rank)))
+        self.node, self.local_rank = node.value, local_rank.value  # this rank's node, and its index inside it
         self._serial = next(lifecycle.made)
         lifecycle.open_aggregators.add(self)
 

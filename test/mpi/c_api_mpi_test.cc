@@ -106,6 +106,22 @@ TEST(CApi, AsyncCallsMatchTheBlockingOnes) {
   }
 }
 
+// Consecutive runs of ranks_per_node ranks are the nodes (the tests' placement): the placement says which run and
+// where in it, and every rank of a node names the same node.
+TEST(CApi, PlacementNamesTheNodeAndTheIndexInIt) {
+  CAggregator aggregator(COptions(1));
+  int rank = 0;
+  int perNode = 0;
+  ASSERT_EQ(gradagg_topology(aggregator.handle, &rank, nullptr, nullptr, &perNode), GRADAGG_OK);
+  int node = -1;
+  int local = -1;
+  ASSERT_EQ(gradagg_placement(aggregator.handle, &node, &local), GRADAGG_OK) << gradagg_last_error();
+  EXPECT_EQ(node, rank / perNode);
+  EXPECT_EQ(local, rank % perNode);
+  EXPECT_EQ(gradagg_placement(aggregator.handle, nullptr, nullptr), GRADAGG_OK);
+  EXPECT_EQ(gradagg_placement(nullptr, &node, &local), GRADAGG_ERROR_USAGE);
+}
+
 TEST(CApi, ErrorsAreStatusesWithMessagesOnEveryRank) {
   gradagg_options options = COptions(3);  // not a bit width
   gradagg_aggregator* aggregator = nullptr;

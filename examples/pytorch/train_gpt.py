@@ -5,6 +5,7 @@ gradagg.torch.AdamW, 1-bit Adam's mechanism, or torch's AdamW).
     mpirun -np 2 python3 examples/pytorch/train_gpt.py --exchange ddp
     mpirun -np 2 python3 examples/pytorch/train_gpt.py --exchange gradagg   # the hook's defaults
     mpirun -np 4 python3 examples/pytorch/train_gpt.py --shard 2            # FSDP2 over each node's 2 ranks
+    mpirun -np 4 python3 examples/pytorch/train_gpt.py --exchange local --local-steps 64   # DiLoCo-style, 1 bit
 
 With --shard N (PyTorch 2.8+, mpi4py) the model is sharded with FSDP2 over each N consecutive ranks (a node) instead
 of DDP: gradagg's FSDP2 state carries the exchange between the nodes, with gradagg.torch.AdamW on the shards;
@@ -12,9 +13,19 @@ of DDP: gradagg's FSDP2 state carries the exchange between the nodes, with grada
 torch's AdamW and clip_grad_norm_, and --exchange bf16 the same HSDP reducing in bfloat16 (FSDP2's
 MixedPrecisionPolicy(reduce_dtype=torch.bfloat16), parameters kept in float32).
 
+With --exchange local, DDP (torch's AdamW and clip_grad_norm_, DDP's recipe) runs inside each node every step, and
+gradagg.torch.LocalSteps synchronises the nodes every --local-steps steps: the outer gradient at --outer-bits (1 by
+default; 32 is DiLoCo's float32) through an outer Nesterov SGD (--outer-lr, --outer-momentum), in --fragments
+fragments each applied --delay steps after it was sent (Streaming DiLoCo); the nodes synchronise once more before the
+last evaluation where the last step did not.
+
 Data: the Python standard library's own sources (every *.py file at the top of the running interpreter's stdlib
 folder, sorted by name), read as bytes; nothing is downloaded. The first 90% is training text, the last 10% the
-validation text. Each rank draws its own windows (seeded by --seed and its rank). Loss is in nats per byte. The
+validation text. Each rank draws its own windows (seeded by --seed and its rank). With --corpus FILE (made by
+examples/pytorch/make_corpus.py) the training text is read in order instead, no byte twice: step s of rank r takes
+the windows (s * ranks + r) * batch ... + batch - 1, each --context bytes on from the last, so every arm of a
+comparison reads the same text at the same step, whatever its number of ranks; the run refuses to start when the
+training text is too short for it. Loss is in nats per byte. The
 recipe: AdamW, betas 0.9 / 0.95, weight decay 0.1 on matrices only, linear warm-up over --lr-warmup steps then
 cosine to 10% of --lr, gradient clipping at --clip, bf16 autocast on GPUs. Rank 0 prints a line per evaluation and,
 with --csv, appends rows (step, seconds, validation loss, bits per element sent so far) to a CSV file; --json writes
@@ -52,7 +63,8 @@ def warmup_steps(text):
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--exchange", choices=["ddp", "bf16", "powersgd", "gradagg"], default="gradagg")
+    parser.add_argument("--exchange", choices=["ddp", "bf16", "powersgd", "gradagg", "local"], default="gradagg",
+                        help="local: DDP inside each node, gradagg.torch.LocalSteps across the nodes")
     parser.add_argument("--bits", type=int, default=None,
                         help="gradagg: bits per element across nodes (default: the hook's, 1 bit behind an automatic "
                              "early phase at 2 bits that gradagg's AdamW ends; FSDP2's hook: 2 bits)")
@@ -87,6 +99,12 @@ def parse_args(argv=None):
                         help="gradagg: skip the hook's optimizer check (to measure torch's AdamW behind it)")
     parser.add_argument("--shard", type=int, default=0,
                         help="FSDP2 over each N consecutive ranks instead of DDP (gradagg or ddp: HSDP); 0: DDP")
+    parser.add_argument("--local-steps", type=int, default=64, help="local: inner steps between synchronisations")
+    parser.add_argument("--outer-bits", type=int, default=1, help="local: bits of the outer gradient (32: float32)")
+    parser.add_argument("--outer-lr", type=float, default=0.7, help="local: the outer Nesterov SGD's learning rate")
+    parser.add_argument("--outer-momentum", type=float, default=0.9, help="local: its momentum")
+    parser.add_argument("--fragments", type=int, default=1, help="local: fragments synchronised in turn (streaming)")
+    parser.add_argument("--delay", type=int, default=0, help="local: steps an exchange runs behind the inner steps")
     parser.add_argument("--powersgd-rank", type=int, default=4)
     parser.add_argument("--powersgd-start", type=int, default=120, help="PowerSGD: allreduce steps before it starts")
     parser.add_argument("--layers", type=int, default=6)
@@ -112,6 +130,8 @@ def parse_args(argv=None):
                              "DDP's own allreduce fast (a baseline at 85M took 1.46 s a step over gloo)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--data", default=None, help="a folder of *.py files (default: this Python's stdlib)")
+    parser.add_argument("--corpus", default=None,
+                        help="a file of text (examples/pytorch/make_corpus.py), read in order, no byte twice")
     parser.add_argument("--threads", type=int, default=0, help="torch threads per rank on CPUs (0: torch's choice)")
     parser.add_argument("--csv", default=None, help="append rank 0's evaluation rows to this CSV file")
     parser.add_argument("--json", default=None, help="write rank 0's summary to this JSON file")
@@ -131,15 +151,23 @@ def parse_args(argv=None):
                                           (args.exchange == "gradagg" and unsharded))):
         parser.error("--shard takes N >= 1 with --exchange ddp or bf16 (HSDP) or gradagg (gradagg's AdamW, its "
                      "default second moment, no warm-up)")
+    if args.exchange == "local" and (args.shard or args.outer_bits not in (1, 2, 4, 8, 32) or args.local_steps < 1
+                                     or args.outer_lr <= 0 or not 0 <= args.outer_momentum < 1):
+        parser.error("--exchange local takes no --shard, --outer-bits 1, 2, 4, 8 or 32, --local-steps >= 1, "
+                     "--outer-lr > 0 and --outer-momentum in [0, 1)")
     return args
 
 
-def load_text(folder):
-    folder = folder or sysconfig.get_paths()["stdlib"]
-    files = sorted(glob.glob(os.path.join(folder, "*.py")))
-    if not files:
-        sys.exit(f"train_gpt: no *.py files in {folder} (--data)")
-    data = b"".join(open(f, "rb").read() for f in files)
+def load_text(folder, corpus=None):
+    if corpus:
+        with open(corpus, "rb") as f:
+            data = f.read()
+    else:
+        folder = folder or sysconfig.get_paths()["stdlib"]
+        files = sorted(glob.glob(os.path.join(folder, "*.py")))
+        if not files:
+            sys.exit(f"train_gpt: no *.py files in {folder} (--data)")
+        data = b"".join(open(f, "rb").read() for f in files)
     tokens = torch.frombuffer(bytearray(data), dtype=torch.uint8).long()
     cut = int(0.9 * len(tokens))
     return tokens[:cut], tokens[cut:]
@@ -188,8 +216,12 @@ class GPT(nn.Module):
         return self.head(self.norm(self.blocks(self.embed(tokens) + self.position(positions))))
 
 
-def batch_of(text, generator, batch, context, device):
-    starts = torch.randint(0, len(text) - context - 1, (batch,), generator=generator)
+def batch_of(text, generator, batch, context, device, first_window=None):
+    """`batch` windows of context + 1 bytes: at random places (`generator`), or consecutive ones from first_window."""
+    if first_window is None:
+        starts = torch.randint(0, len(text) - context - 1, (batch,), generator=generator)
+    else:
+        starts = context * (first_window + torch.arange(batch))
     rows = torch.stack([text[s:s + context + 1] for s in starts.tolist()])
     return rows[:, :-1].to(device), rows[:, 1:].to(device)
 
@@ -209,6 +241,8 @@ def bytes_per_step(args, model, steps, size, state):
     elements = sum(p.numel() for p in parameters)
     if args.shard:  # a rank sends its shard between the nodes
         elements, size = elements / args.shard, size // args.shard
+    if args.exchange == "local":
+        return state.bytes_per_step()
     if args.exchange == "gradagg":
         return state.bits_per_element() / 8 * elements
     ring = 2 * (size - 1) / size
@@ -229,6 +263,10 @@ def bytes_per_step(args, model, steps, size, state):
 def label_of(args, state):
     if args.label:
         return args.label
+    if args.exchange == "local":
+        streaming = f", {args.fragments} fragments, delay {args.delay}" if args.fragments > 1 or args.delay else ""
+        return (f"local steps H={args.local_steps}, {'float32' if args.outer_bits == 32 else f'{args.outer_bits}-bit'}"
+                f" outer gradient{streaming}, torch AdamW inside")
     if args.shard:
         return (f"FSDP2 over {args.shard}, gradagg {state.bits} bit, gradagg AdamW" if args.exchange == "gradagg" else
                 f"HSDP (FSDP2 over {args.shard}{', bf16 reduction' if args.exchange == 'bf16' else ''})")
@@ -258,7 +296,11 @@ def main(argv=None):
         device = torch.device("cuda", rank % torch.cuda.device_count())
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    train_text, validation_text = load_text(args.data)
+    train_text, validation_text = load_text(args.data, args.corpus)
+    if args.corpus and args.steps * size * args.batch * args.context + 1 > len(train_text):
+        sys.exit(f"train_gpt: rank {rank}: {args.steps} steps of {size} x {args.batch} windows of {args.context} "
+                 f"bytes read {args.steps * size * args.batch * args.context + 1} bytes, but {args.corpus} has "
+                 f"{len(train_text)} bytes of training text: give a larger corpus or fewer steps")
     torch.manual_seed(args.seed)
     model = GPT(args.layers, args.dim, args.heads, args.context).to(device)
     bucket_cap_mb = 25  # DDP's default
@@ -281,13 +323,21 @@ def main(argv=None):
             fully_shard(block, mesh=on, **policy)
         fully_shard(model, mesh=on, **policy)
         ddp = model
+    elif args.exchange == "local":
+        def outer(parameters):
+            if args.outer_momentum:
+                return torch.optim.SGD(parameters, lr=args.outer_lr, momentum=args.outer_momentum, nesterov=True)
+            return torch.optim.SGD(parameters, lr=args.outer_lr)
+        local = gradagg.torch.LocalSteps(model, args.local_steps, outer_optimizer=outer, fragments=args.fragments,
+                                         delay=args.delay, bits=args.outer_bits)
+        ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=local.node_group)
     else:
         ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     betas = (args.beta1, args.beta2)
-    state = None
+    state = local if args.exchange == "local" else None
     clip_in_optimizer = False
     bucket = {} if args.bucket_size is None else {"bucket_size": args.bucket_size}
     width = {} if args.bits is None else {"bits": args.bits}  # none: the hook's default
@@ -348,7 +398,8 @@ def main(argv=None):
     for step in range(args.steps):
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(args, step)
-        inputs, targets = batch_of(train_text, generator, args.batch, args.context, device)
+        first_window = (step * size + rank) * args.batch if args.corpus else None
+        inputs, targets = batch_of(train_text, generator, args.batch, args.context, device, first_window)
         with autocast:
             loss = F.cross_entropy(ddp(inputs).float().view(-1, 256), targets.reshape(-1))
         optimizer.zero_grad(set_to_none=True)
@@ -356,6 +407,10 @@ def main(argv=None):
         if args.clip and not clip_in_optimizer:
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
         optimizer.step()
+        if args.exchange == "local":
+            local.step()
+            if step + 1 == args.steps:
+                local.synchronize()  # the last evaluation is of the model the nodes share
         if (step + 1) % args.eval_every == 0 or step + 1 == args.steps:
             if device.type == "cuda":
                 torch.cuda.synchronize()
@@ -400,7 +455,7 @@ def main(argv=None):
               f" after {steps_run} steps ({stopped})")
     if isinstance(state, gradagg.torch.FSDPGradaggState):
         state.close()
-    elif state is not None:
+    elif state is not None and args.exchange != "local":  # LocalSteps' Aggregators close at exit
         for aggregator in state.aggregators.values():
             aggregator.close()
 

@@ -75,6 +75,7 @@ class _Fragment:
         self.deltas = [d.view(p.shape) for d, p in zip(self.deltas, parameters)]
         self.aggregator = gradagg.Aggregator(**options)
         self.pending = None  # the exchange in flight (a gradagg.Pending)
+        self.sent_at = None  # the step after which the last exchange began
         self.due = None  # the step at whose end the exchange in the buffer is applied
 
 
@@ -171,13 +172,14 @@ class LocalSteps(HookTraffic):
                 self._send(fragment)
 
     def synchronize(self):
-        """Every fragment synchronised now (those in flight applied first): the nodes end with the same parameters,
-        the anchor. For the end of training, or an evaluation of the shared model."""
+        """Every fragment synchronised now: the nodes end with the same parameters, the anchor. An exchange in
+        flight is applied at once (with no mix), any other fragment not sent at this step is sent and applied. For
+        the end of training, or an evaluation of the shared model."""
         for fragment in self.fragments:
             if fragment.due is not None:
-                self._apply(fragment)
-        for fragment in self.fragments:
-            self._send(fragment, delay=0)
+                self._apply(fragment, mix=0.0)
+            elif fragment.sent_at != self.steps:
+                self._send(fragment, delay=0)
 
     def _send(self, fragment, delay=None):
         self._check_model()
@@ -188,6 +190,7 @@ class LocalSteps(HookTraffic):
             else:
                 fragment.buffer.zero_()
         delay = self.delay if delay is None else delay
+        fragment.sent_at = self.steps
         if delay == 0:
             fragment.aggregator.aggregate(fragment.deltas)
             self._count(fragment.aggregator)
@@ -203,7 +206,8 @@ class LocalSteps(HookTraffic):
             pending.wait()
             self._count(fragment.aggregator)
 
-    def _apply(self, fragment):
+    def _apply(self, fragment, mix=None):
+        mix = self.mix if mix is None else mix
         self._land(fragment)
         with torch.no_grad():
             fragment.buffer.mul_(1.0 / self.nodes)
@@ -212,8 +216,8 @@ class LocalSteps(HookTraffic):
             fragment.optimizer.step()
             for anchor, p in zip(fragment.anchor, fragment.parameters):
                 anchor.grad = None
-                if self.mix:
-                    p.copy_(torch.lerp(anchor, p.float(), self.mix))
+                if mix:
+                    p.copy_(torch.lerp(anchor, p.float(), mix))
                 else:
                     p.copy_(anchor)
         fragment.due = None

@@ -1,7 +1,9 @@
 """Builds a text corpus for train_gpt.py --corpus from source files already on the machine, so that a run reads more
 fresh text than the Python standard library's 8 MB (which an 85M GPT starts to overfit after about 900 steps): every
 file whose name ends in one of --suffixes under each ROOT, walked in sorted order, deduplicated by content, joined as
-bytes. Prints the corpus's size and SHA-256, for the record of the runs that read it.
+bytes in the order of their contents' SHA-256 (a fixed shuffle: any stretch of the corpus, train_gpt.py's validation
+tail included, mixes every source alike). Prints the corpus's size and SHA-256, for the record of the runs that read
+it.
 
     python3 examples/pytorch/make_corpus.py corpus.bin                 # the default roots below
     python3 examples/pytorch/make_corpus.py corpus.bin --roots /usr/include /usr/lib/python3 --min-bytes 200M
@@ -64,18 +66,20 @@ def main(argv=None):
     parser.add_argument("--min-bytes", type=byte_count, default=0, help="fail when the corpus is smaller")
     args = parser.parse_args(argv)
     roots = args.roots or default_roots()
-    digest, total, files, contents = hashlib.sha256(), 0, 0, set()
+    contents = {}  # SHA-256 -> path: each content once (a file vendored or installed twice is taken once)
+    for path in files_under(roots, tuple(args.suffixes)):
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            continue  # unreadable: left out, the same way on every run of this machine
+        if data:
+            contents.setdefault(hashlib.sha256(data).digest(), path)
+    digest, total, files = hashlib.sha256(), 0, 0
     with open(args.output, "wb") as out:
-        for path in files_under(roots, tuple(args.suffixes)):
-            try:
-                with open(path, "rb") as f:
-                    data = f.read()
-            except OSError:
-                continue  # unreadable: left out, the same way on every run of this machine
-            key = hashlib.sha256(data).digest()
-            if not data or key in contents:
-                continue  # empty, or a copy of a file already taken (vendored twice, installed twice)
-            contents.add(key)
+        for key in sorted(contents):
+            with open(contents[key], "rb") as f:
+                data = f.read()
             out.write(data)
             digest.update(data)
             total += len(data)

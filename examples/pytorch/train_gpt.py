@@ -168,7 +168,7 @@ def load_text(folder, corpus=None):
         if not files:
             sys.exit(f"train_gpt: no *.py files in {folder} (--data)")
         data = b"".join(open(f, "rb").read() for f in files)
-    tokens = torch.frombuffer(bytearray(data), dtype=torch.uint8).long()
+    tokens = torch.frombuffer(bytearray(data), dtype=torch.uint8)  # bytes; a batch is widened when drawn
     cut = int(0.9 * len(tokens))
     return tokens[:cut], tokens[cut:]
 
@@ -222,7 +222,7 @@ def batch_of(text, generator, batch, context, device, first_window=None):
         starts = torch.randint(0, len(text) - context - 1, (batch,), generator=generator)
     else:
         starts = context * (first_window + torch.arange(batch))
-    rows = torch.stack([text[s:s + context + 1] for s in starts.tolist()])
+    rows = torch.stack([text[s:s + context + 1] for s in starts.tolist()]).long()
     return rows[:, :-1].to(device), rows[:, 1:].to(device)
 
 

@@ -1,5 +1,6 @@
-"""gradagg.torch.LocalSteps (local steps across nodes, DiLoCo-style) on CPU ranks under mpirun, DDP over each node's
-ranks (gloo); prints SKIPPED and exits 0 without PyTorch:
+"""gradagg.torch.LocalSteps (local steps across nodes, DiLoCo-style) under mpirun, DDP over each node's ranks (gloo),
+on CPU ranks in CTest and on GPUs where torch sees any (rank i on GPU i % count, so ranks may share one with
+GRADAGG_NVLINK_SHARE_GPUS=1); prints SKIPPED and exits 0 without PyTorch:
 
   1. at 32 bits each synchronisation is DiLoCo's outer step computed apart: the anchor minus local rank 0's
      parameters on every node, summed over the nodes in node order, times 1 / nodes, one step of Nesterov SGD
@@ -16,6 +17,7 @@ ranks (gloo); prints SKIPPED and exits 0 without PyTorch:
   mpirun -np 2 python3 test_local_steps.py       (GRADAGG_RANKS_PER_NODE=1: 2 nodes of 1; -np 4 with 2: 2 of 2)
 Prints "python_local_steps_test: PASS" on rank 0 when every rank passed.
 """
+import os
 import sys
 
 try:
@@ -36,15 +38,23 @@ TRUTH = torch.Generator().manual_seed(99)
 TRUE_MAP = torch.randn(INPUTS, OUTPUTS, generator=TRUTH)
 
 
-def build():
+def device_of(rank):
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    return torch.device("cuda", rank % torch.cuda.device_count())
+
+
+def build(rank=None):
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(INPUTS, 128), torch.nn.Tanh(), torch.nn.Linear(128, OUTPUTS))
+    model = torch.nn.Sequential(torch.nn.Linear(INPUTS, 128), torch.nn.Tanh(), torch.nn.Linear(128, OUTPUTS))
+    return model.to(device_of(dist.get_rank() if rank is None else rank))
 
 
 def batch(rank, step):
     generator = torch.Generator().manual_seed(1000 * rank + step)
     inputs = torch.randn(8, INPUTS, generator=generator) + rank  # the ranks' data differ
-    return inputs, inputs @ TRUE_MAP + 0.1 * torch.randn(8, OUTPUTS, generator=generator)
+    targets = inputs @ TRUE_MAP + 0.1 * torch.randn(8, OUTPUTS, generator=generator)
+    return inputs.to(device_of(rank)), targets.to(device_of(rank))
 
 
 def inner_step(ddp, optimizer, rank, step):
@@ -61,6 +71,7 @@ def flat(tensors):
 
 
 def gathered(tensor):
+    tensor = tensor.cpu()  # gloo gathers host tensors
     everyone = [torch.empty_like(tensor) for _ in range(dist.get_world_size())]
     dist.all_gather(everyone, tensor)
     return everyone
@@ -68,7 +79,7 @@ def gathered(tensor):
 
 def same_everywhere(tensor, what):
     for rank, theirs in enumerate(gathered(tensor)):
-        assert torch.equal(theirs, tensor), f"{what} differs on rank {rank}"
+        assert torch.equal(theirs, tensor.cpu()), f"{what} differs on rank {rank}"
 
 
 def setup(rank, sync_every, inner_lr=0.05, adam=False, **settings):
@@ -94,12 +105,12 @@ def check_oracle(rank, size):
             everyone = gathered(flat(model.parameters()))
             total = None
             for leader in leaders:
-                delta = flat(anchor) - everyone[leader]
+                delta = flat(anchor).cpu() - everyone[leader]
                 total = delta if total is None else total + delta
             total = total * (1.0 / local.nodes)
             offset = 0
             for a in anchor:
-                a.grad = total[offset:offset + a.numel()].view(a.shape).clone()
+                a.grad = total[offset:offset + a.numel()].view(a.shape).to(a.device)
                 offset += a.numel()
             outer.step()
             synchronisations += 1
@@ -108,7 +119,7 @@ def check_oracle(rank, size):
             assert torch.equal(flat(model.parameters()), flat(anchor)), f"step {step}: not DiLoCo's outer step"
             assert torch.equal(flat(local.fragments[0].anchor), flat(anchor)), f"step {step}: the anchor"
     assert synchronisations == 3 and local.nodes >= 2, (synchronisations, local.nodes)
-    return f"{local.nodes} nodes of {local.ranks_per_node}"
+    return f"{local.nodes} nodes of {local.ranks_per_node}, device {device_of(rank).type}"
 
 
 def check_one_bit(rank, size):
@@ -194,7 +205,7 @@ def check_refusals(rank, size):
             lambda: gradagg.torch.LocalSteps(model, 4, fragments=2, delay=3))
     refused("mix must be in [0, 1), and 0 without a delay", lambda: gradagg.torch.LocalSteps(model, 4, mix=0.5))
     refused("a fragment holds one parameter at least", lambda: gradagg.torch.LocalSteps(model, 8, fragments=5))
-    ddp = DistributedDataParallel(build())
+    ddp = DistributedDataParallel(build(), device_ids=None)
     refused("pass the module before DDP wraps it", lambda: gradagg.torch.LocalSteps(ddp, 4))
     refused("sync_every is 8 on rank 1 but 4 on rank 0: every rank must pass the same",
             lambda: gradagg.torch.LocalSteps(model, 8 if rank == 1 else 4))
@@ -212,6 +223,8 @@ def check_refusals(rank, size):
 
 
 def main():
+    if torch.cuda.is_available():
+        torch.cuda.set_device(device_of(int(os.environ["OMPI_COMM_WORLD_RANK"])))
     return torch_checks.run("python_local_steps_test", [
         ("the outer step at 32 bits", check_oracle),
         ("1 bit", check_one_bit),

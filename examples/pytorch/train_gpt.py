@@ -330,7 +330,11 @@ def main(argv=None):
             return torch.optim.SGD(parameters, lr=args.outer_lr)
         local = gradagg.torch.LocalSteps(model, args.local_steps, outer_optimizer=outer, fragments=args.fragments,
                                          delay=args.delay, bits=args.outer_bits)
-        ddp = torch.nn.parallel.DistributedDataParallel(model, process_group=local.node_group)
+        # A node of one rank has nothing to average: DDP over it would only copy every gradient through gloo.
+        ddp = (model if local.ranks_per_node == 1 else
+               torch.nn.parallel.DistributedDataParallel(model, process_group=local.node_group))
+    elif size == 1 and args.exchange == "ddp":
+        ddp = model  # one rank: DDP's arithmetic without a collective (the baseline at a batch of several ranks')
     else:
         ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
     decay = [p for p in model.parameters() if p.dim() >= 2]

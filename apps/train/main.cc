@@ -61,7 +61,7 @@ struct Options {
   size_t trainSubset = 0;  // 0: all
   size_t testSubset = 0;
   std::string csv;
-  std::string dumpGradients;  // prefix: rank 0's own gradient (before aggregation) at a few steps, CPU model
+  std::string dumpGradients;   // prefix: rank 0's own gradient (before aggregation) at a few steps, CPU model
   std::string dumpParameters;  // rank 0's final parameters, raw float32
   LocalStepSettings local;
   AggregatorOptions aggregator;

@@ -24,9 +24,9 @@
 namespace gradagg::train {
 
 struct LocalStepSettings {
-  int localSteps = 0;               // H; 0: every step sums over all ranks (no outer step)
-  float outerLearningRate = 0.7f;   // DiLoCo's
-  float outerMomentum = 0.9f;       // DiLoCo's
+  int localSteps = 0;              // H; 0: every step sums over all ranks (no outer step)
+  float outerLearningRate = 0.7f;  // DiLoCo's
+  float outerMomentum = 0.9f;      // DiLoCo's
   bool enabled() const { return localSteps > 0; }
 };
 
@@ -40,7 +40,8 @@ bool IsOuterStep(const LocalStepSettings& settings, size_t step, size_t totalSte
 class OuterStep {
  public:
   // `initialParameters` are the run's first weights (the same on every rank), `tensors` their layout.
-  OuterStep(const LocalStepSettings& settings, std::vector<float> initialParameters, const std::vector<Tensor>& tensors);
+  OuterStep(const LocalStepSettings& settings, std::vector<float> initialParameters,
+            const std::vector<Tensor>& tensors);
   OuterStep(const OuterStep&) = delete;
   OuterStep& operator=(const OuterStep&) = delete;
 

@@ -78,7 +78,8 @@ ReferenceOptions Parse(int argc, char** argv) {
 // The model's gradient tensors end to end.
 std::vector<float> FlatGradient(const Model& model) {
   std::vector<float> flat;
-  for (const GradientBuffer& tensor : model.gradient().host) flat.insert(flat.end(), tensor.data, tensor.data + tensor.count);
+  for (const GradientBuffer& tensor : model.gradient().host)
+    flat.insert(flat.end(), tensor.data, tensor.data + tensor.count);
   return flat;
 }
 
@@ -172,14 +173,15 @@ void Run(const ReferenceOptions& o) {
   const std::vector<float> parameters = models[0]->Parameters();
   for (const auto& model : models) {
     const std::vector<float> other = model->Parameters();
-    if (std::memcmp(other.data(), parameters.data(), parameters.size() * sizeof(float)) != 0) throw std::logic_error("ranks ended with different parameters");
+    if (std::memcmp(other.data(), parameters.data(), parameters.size() * sizeof(float)) != 0)
+      throw std::logic_error("ranks ended with different parameters");
   }
   std::ofstream file(o.dumpParameters, std::ios::binary);
   file.write(reinterpret_cast<const char*>(parameters.data()),
              static_cast<std::streamsize>(parameters.size() * sizeof(float)));
   if (!file) throw std::runtime_error("cannot write " + o.dumpParameters);
-  std::printf("local_steps_reference: %d ranks as %d nodes x %d, %zu steps, H %d, %d bits: wrote %s\n", o.ranks,
-              nodes, o.ranksPerNode, steps, o.local.localSteps, o.aggregator.bits, o.dumpParameters.c_str());
+  std::printf("local_steps_reference: %d ranks as %d nodes x %d, %zu steps, H %d, %d bits: wrote %s\n", o.ranks, nodes,
+              o.ranksPerNode, steps, o.local.localSteps, o.aggregator.bits, o.dumpParameters.c_str());
 }
 
 }  // namespace

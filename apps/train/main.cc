@@ -12,6 +12,9 @@
 //      its new m (--aggregate gradient applies the momentum after instead). With --stale, the Aggregator's
 //      double-buffered mode: step t applies step t-1's sum, aggregated in the background during step t's computation;
 //   4. after each epoch: train loss, test accuracy (each rank scores a slice), compute vs aggregation time.
+// With --local-steps H (local SGD, DiLoCo's outer step; outer_step.h), step 2 sums exactly inside each node (an
+// Aggregator over the node's ranks at 32 bits), and after every H-th step the nodes exchange how far they moved
+// through an Aggregator over all ranks at --bits, followed by an outer Nesterov step.
 #include <gradagg/aggregator.h>
 #include <mpi.h>
 
@@ -21,17 +24,16 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
-#include <numeric>
-#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "aggregation_probe.h"
-#include "idx_reader.h"
 #include "mlp.h"
 #include "model.h"
 #include "optimizer.h"
+#include "outer_step.h"
+#include "training_data.h"
 
 namespace gradagg::train {
 namespace {
@@ -59,31 +61,11 @@ struct Options {
   size_t trainSubset = 0;  // 0: all
   size_t testSubset = 0;
   std::string csv;
-  std::string dumpGradients;  // prefix: rank 0's own gradient (before aggregation) at a few steps, CPU model
+  std::string dumpGradients;   // prefix: rank 0's own gradient (before aggregation) at a few steps, CPU model
+  std::string dumpParameters;  // rank 0's final parameters, raw float32
+  LocalStepSettings local;
   AggregatorOptions aggregator;
 };
-
-struct Dataset {
-  std::vector<float> images;  // [count x 784], scaled to [0, 1]
-  std::vector<uint8_t> labels;
-  size_t count() const { return labels.size(); }
-};
-
-Dataset Load(const std::string& directory, const std::string& prefix, size_t subset) {
-  const IdxImages images = ReadIdxImages(FindIdxFile(directory, prefix + "-images-idx3-ubyte"));
-  Dataset data;
-  data.labels = ReadIdxLabels(FindIdxFile(directory, prefix + "-labels-idx1-ubyte"));
-  if (images.rows * images.cols != Mlp::kInputs || images.count != data.labels.size()) {
-    throw std::runtime_error(directory + ": " + prefix + " images are " + std::to_string(images.rows) + "x" +
-                             std::to_string(images.cols) + " (" + std::to_string(images.count) + ") for " +
-                             std::to_string(data.labels.size()) + " labels; expected 28x28, one label each");
-  }
-  const size_t count = subset > 0 ? std::min(subset, data.labels.size()) : data.labels.size();
-  data.labels.resize(count);
-  data.images.resize(count * Mlp::kInputs);
-  for (size_t i = 0; i < data.images.size(); ++i) data.images[i] = images.pixels[i] / 255.0f;
-  return data;
-}
 
 std::string ModeName(const Options& o) {
   if (o.exchange == "mpi") return "MPI_Allreduce";
@@ -91,6 +73,7 @@ std::string ModeName(const Options& o) {
   if (o.aggregator.bits == 1) name += o.aggregator.meanThreshold ? " mean" : " zero";
   if (o.aggregator.bits != 32) name += o.aggregator.errorFeedback ? " EF" : " no-EF";
   if (o.optimizer.kind != OptimizerKind::kSgd && !o.optimizer.momentumInside) name += " momentum-after";
+  if (o.local.enabled()) name += " local-steps " + std::to_string(o.local.localSteps);
   return o.aggregator.doubleBuffered ? name + " stale" : name;
 }
 
@@ -143,7 +126,15 @@ bool Parse(int argc, char** argv, int rank, Options& o, int& exitCode) {
       "probe-every", po::value(&o.probeEvery), "steps between --probe rows (default 10)")(
       "dump-gradients", po::value(&o.dumpGradients),
       "CPU model: rank 0 writes its own gradient before aggregation at steps 1, 100 and 1000 to PREFIX.stepN.f32 "
-      "(raw float32) and the tensor lengths to PREFIX.tensors (for gradagg_quantizer_error)");
+      "(raw float32) and the tensor lengths to PREFIX.tensors (for gradagg_quantizer_error)")(
+      "dump-parameters", po::value(&o.dumpParameters), "rank 0 writes the final parameters to FILE (raw float32)")(
+      "local-steps", po::value(&o.local.localSteps),
+      "local SGD (DiLoCo): every step sums exactly inside each node only; after every H-th step (and the last) the "
+      "nodes exchange how far they moved at --bits and take an outer Nesterov step (default 0: every step sums over "
+      "all ranks)")("outer-lr", po::value(&o.local.outerLearningRate),
+                    "--local-steps: the outer step's learning rate (default 0.7)")(
+      "outer-momentum", po::value(&o.local.outerMomentum),
+      "--local-steps: the outer step's Nesterov momentum, in [0, 1) (default 0.9)");
   // The trainer's defaults; GRADAGG_* variables, then flags, override them.
   o.aggregator.bits = 32;
   o.aggregator.meanThreshold = true;
@@ -187,6 +178,19 @@ bool Parse(int argc, char** argv, int rank, Options& o, int& exitCode) {
       throw std::invalid_argument("--exchange must be gradagg or mpi, not '" + o.exchange + "'");
     if (o.exchange == "mpi" && (o.device != "cpu" || o.aggregator.bits != 32 || o.aggregator.doubleBuffered))
       throw std::invalid_argument("--exchange mpi sums float32 host tensors: --device cpu, --bits 32, no --stale");
+    Validate(o.local);
+    if (!o.local.enabled() && (values.count("outer-lr") != 0 || values.count("outer-momentum") != 0))
+      throw std::invalid_argument("--outer-lr and --outer-momentum need --local-steps");
+    if (o.local.enabled()) {
+      // Inner steps need each node's exact sum at once, and the outer step is an Aggregator call of its own.
+      if (o.aggregator.doubleBuffered)
+        throw std::invalid_argument("--local-steps takes no --stale: each inner step needs its node's sum at once");
+      if (o.exchange != "gradagg")
+        throw std::invalid_argument("--local-steps takes no --exchange mpi: its steps sum inside nodes only");
+      if (!o.probe.empty())
+        throw std::invalid_argument(
+            "--local-steps takes no --probe: the probe measures a quantized sum every step, and inner steps are exact");
+    }
     Validate(o.aggregator);
   } catch (const std::exception& error) {
     if (rank == 0) std::fprintf(stderr, "train: error: %s (try --help)\n", error.what());
@@ -219,6 +223,46 @@ void CheckMpi(int code, const char* call) {
   int length = 0;
   MPI_Error_string(code, text, &length);
   throw std::runtime_error(std::string(call) + " failed: " + text);
+}
+
+// An MPI communicator this code made, freed with it.
+class OwnedCommunicator {
+ public:
+  OwnedCommunicator() = default;
+  ~OwnedCommunicator() {
+    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+  OwnedCommunicator(const OwnedCommunicator&) = delete;
+  OwnedCommunicator& operator=(const OwnedCommunicator&) = delete;
+  MPI_Comm* out() { return &comm_; }
+  MPI_Comm get() const { return comm_; }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+};
+
+// Where this rank sits on its host: its index there (the GPU it takes) and the host's lowest world rank.
+struct HostPlacement {
+  int hostRank = 0;
+  int lowestRank = 0;
+};
+
+HostPlacement PlaceOnHost(int rank) {
+  OwnedCommunicator host;
+  CheckMpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, host.out()),
+           "MPI_Comm_split_type (ranks of this host)");
+  HostPlacement placement;
+  CheckMpi(MPI_Comm_rank(host.get(), &placement.hostRank), "MPI_Comm_rank of the host's communicator");
+  CheckMpi(MPI_Allreduce(&rank, &placement.lowestRank, 1, MPI_INT, MPI_MIN, host.get()),
+           "MPI_Allreduce of the host's lowest rank");
+  return placement;
+}
+
+// --local-steps: the ranks of this rank's node as the Aggregator groups them (consecutive ranks with
+// --ranks-per-node, else the host), in rank order, so that local rank 0 is the Aggregator's.
+void SplitByNode(int rank, int ranksPerNode, const HostPlacement& host, OwnedCommunicator& node) {
+  const int color = ranksPerNode > 0 ? rank / ranksPerNode : host.lowestRank;
+  CheckMpi(MPI_Comm_split(MPI_COMM_WORLD, color, rank, node.out()), "MPI_Comm_split (ranks of this node)");
 }
 
 // --exchange mpi: MPI_Allreduce of every host tensor and of the header's counts and sums, in place.
@@ -272,8 +316,8 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 }
 
 int Run(const Options& o, int rank, int size) {
-  const Dataset train = Load(o.data, "train", o.trainSubset);
-  const Dataset test = Load(o.data, "t10k", o.testSubset);
+  const Dataset train = LoadDataset(o.data, "train", o.trainSubset);
+  const Dataset test = LoadDataset(o.data, "t10k", o.testSubset);
   const size_t stepsPerEpoch = train.count() / (o.batch * static_cast<size_t>(size));
   if (stepsPerEpoch == 0) throw std::invalid_argument("fewer training images than one global batch");
   ScheduleSettings schedule = o.schedule;
@@ -289,26 +333,41 @@ int Run(const Options& o, int rank, int size) {
   }();
 
   // 1. The same initial weights everywhere, on the chosen device (a GPU per rank, by rank within the host).
-  MPI_Comm host = MPI_COMM_NULL;
-  CheckMpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host),
-           "MPI_Comm_split_type (ranks of this host)");
-  int hostRank = 0;
-  CheckMpi(MPI_Comm_rank(host, &hostRank), "MPI_Comm_rank of the host's communicator");
-  CheckMpi(MPI_Comm_free(&host), "MPI_Comm_free of the host's communicator");
-  const std::unique_ptr<Model> model = o.device == "cuda" ? MakeCudaModel(hostRank) : MakeCpuModel();
+  const HostPlacement host = PlaceOnHost(rank);
+  const std::unique_ptr<Model> model = o.device == "cuda" ? MakeCudaModel(host.hostRank) : MakeCpuModel();
   Mlp initial;
   if (rank == 0) initial.Initialize(o.seed);
   CheckMpi(MPI_Bcast(initial.parameters().data(), static_cast<int>(initial.parameters().size()), MPI_FLOAT, 0,
                      MPI_COMM_WORLD),
            "MPI_Bcast of the initial weights");
   model->SetParameters(initial.parameters());
-  Aggregator aggregator(MPI_COMM_WORLD, o.aggregator);
+  // Over all ranks at --bits: every step's sum, or with --local-steps the outer steps' only. Then each step's sum
+  // is either that one's or, with --local-steps, the node's own, exact (one node: no quantization).
+  Aggregator acrossNodes(MPI_COMM_WORLD, o.aggregator);
+  std::unique_ptr<Aggregator> insideNode;
+  std::unique_ptr<OuterStep> outer;
+  int localRank = 0;
+  if (o.local.enabled()) {
+    OwnedCommunicator node;
+    SplitByNode(rank, o.aggregator.ranksPerNode, host, node);
+    CheckMpi(MPI_Comm_rank(node.get(), &localRank), "MPI_Comm_rank of the node's communicator");
+    int nodeSize = 0;
+    CheckMpi(MPI_Comm_size(node.get(), &nodeSize), "MPI_Comm_size of the node's communicator");
+    if (nodeSize != acrossNodes.ranksPerNode())
+      throw std::runtime_error("--local-steps: this node has " + std::to_string(nodeSize) +
+                               " ranks, the Aggregator's nodes " + std::to_string(acrossNodes.ranksPerNode()));
+    AggregatorOptions exact = o.aggregator;
+    exact.bits = 32;
+    exact.ranksPerNode = nodeSize;
+    insideNode = std::make_unique<Aggregator>(node.get(), exact);
+    outer = std::make_unique<OuterStep>(o.local, initial.parameters(), model->tensors());
+  }
+  Aggregator& stepAggregator = insideNode ? *insideNode : acrossNodes;
   const GradientTensors& gradient = model->gradient();
   // On GPUs the gradient goes to AggregateGradients from device memory: say which path the library chose.
-  const std::string devicePath = gradient.onDevice() ? aggregator.InitializeDevice() : "";
+  const std::string devicePath = gradient.onDevice() ? stepAggregator.InitializeDevice() : "";
   std::vector<float> batchImages(o.batch * Mlp::kInputs);
   std::vector<uint8_t> batchLabels(o.batch);
-  std::vector<size_t> order(train.count());
   std::unique_ptr<AggregationProbe> probe;
   if (!o.probe.empty()) {
     probe = std::make_unique<AggregationProbe>(o.probe, o.probeEvery, optimizer.GradientScaleBeforeAggregation(), rank);
@@ -317,8 +376,15 @@ int Run(const Options& o, int rank, int size) {
   std::ofstream csv;
   if (rank == 0) {
     std::printf("# train: %s on %s, %d ranks as %d nodes x %d, %zu steps/epoch of %zu x %d samples, seed %llu\n",
-                ModeName(o).c_str(), o.device.c_str(), size, aggregator.nodeCount(), aggregator.ranksPerNode(),
+                ModeName(o).c_str(), o.device.c_str(), size, acrossNodes.nodeCount(), acrossNodes.ranksPerNode(),
                 stepsPerEpoch, o.batch, size, static_cast<unsigned long long>(o.seed));
+    if (o.local.enabled()) {
+      std::printf(
+          "# local steps %d: each step sums exactly inside the node; after every %d steps and the last, the nodes' "
+          "moves at %d bits and an outer Nesterov step, outer lr %g, outer momentum %g\n",
+          o.local.localSteps, o.local.localSteps, o.aggregator.bits, static_cast<double>(o.local.outerLearningRate),
+          static_cast<double>(o.local.outerMomentum));
+    }
     std::printf(
         "# optimizer %s, lr %g, momentum %g%s, weight decay %g, schedule %s, warm-up %zu steps; aggregated: %s\n",
         ToString(o.optimizer.kind).c_str(), static_cast<double>(o.optimizer.learningRate),
@@ -326,34 +392,29 @@ int Run(const Options& o, int rank, int size) {
         static_cast<double>(o.optimizer.weightDecay), ToString(schedule.kind).c_str(), schedule.warmupSteps,
         o.optimizer.momentumInside && optimizer.settings().momentum > 0 ? "momentum" : "gradient");
     if (!devicePath.empty()) std::printf("# gradient aggregated on the GPU: %s\n", devicePath.c_str());
-    std::printf("# %5s %7s %10s %9s %9s %10s %12s\n", "epoch", "steps", "train_loss", "train_err", "test_acc",
-                "compute_s", "aggregate_s");
+    std::printf("# %5s %7s %10s %9s %9s %10s %12s %16s\n", "epoch", "steps", "train_loss", "train_err", "test_acc",
+                "compute_s", "aggregate_s", "cross_B_per_step");
     if (!o.csv.empty()) {
       csv.open(o.csv);
       if (!csv) throw std::runtime_error("cannot write " + o.csv);
-      csv << "mode,optimizer,seed,lr,epoch,steps,train_loss,train_error,test_accuracy,compute_s,aggregate_s\n";
+      csv << "mode,optimizer,seed,lr,epoch,steps,train_loss,train_error,test_accuracy,compute_s,aggregate_s,"
+             "cross_node_bytes_per_step\n";
     }
   }
   size_t steps = 0;
   size_t updates = 0;  // steps applied; with --stale one behind
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::shuffle(order.begin(), order.end(), std::mt19937_64(o.seed * 1000003 + static_cast<uint64_t>(epoch)));
+    const std::vector<size_t> order = EpochOrder(train.count(), o.seed, epoch);
     double lossSum = 0.0;
     double samples = 0.0;
     double errors = 0.0;
     double compute = 0.0;
     double aggregate = 0.0;
+    uint64_t crossNodeBytes = 0;  // this rank's, sent by acrossNodes in the epoch
     for (size_t step = 0; step < stepsPerEpoch; ++step, ++steps) {
       // 2. Our slice of the global batch; gradient of its summed loss; aggregation of gradient and header.
       auto start = std::chrono::steady_clock::now();
-      const size_t first = (step * static_cast<size_t>(size) + static_cast<size_t>(rank)) * o.batch;
-      for (size_t s = 0; s < o.batch; ++s) {
-        const size_t index = order[first + s];
-        std::copy_n(train.images.begin() + static_cast<long>(index * Mlp::kInputs), Mlp::kInputs,
-                    batchImages.begin() + static_cast<long>(s * Mlp::kInputs));
-        batchLabels[s] = train.labels[index];
-      }
+      SliceBatch(train, order, step, rank, size, o.batch, batchImages.data(), batchLabels.data());
       const BatchResult result = model->ComputeGradient(batchImages.data(), batchLabels.data(), o.batch);
       if (!o.dumpGradients.empty() && rank == 0 && (steps == 0 || steps == 99 || steps == 999))
         DumpGradient(o.dumpGradients, steps + 1, gradient);
@@ -368,7 +429,8 @@ int Run(const Options& o, int rank, int size) {
       header.numSamplesWithLabel = o.batch;
       header.criterion = result.lossSum;
       header.evalErrors = {{static_cast<double>(result.errors), o.batch}};
-      Aggregate(aggregator, gradient, &header, o.exchange == "mpi");
+      Aggregate(stepAggregator, gradient, &header, o.exchange == "mpi");
+      if (!insideNode && o.exchange != "mpi") crossNodeBytes += acrossNodes.LastStats().interNodeBytesSent;
       aggregate += Seconds(start);
       if (probe) probe->AfterAggregation(steps, gradient);
 
@@ -378,6 +440,15 @@ int Run(const Options& o, int rank, int size) {
       const double total = static_cast<double>(header.numSamples);
       if (total > 0) model->Step(optimizer.AfterAggregation(updates++, total));
       compute += Seconds(start);
+      // --local-steps: after every H-th step and the last, the outer step (outer_step.h), the same on every rank.
+      if (IsOuterStep(o.local, steps, schedule.totalSteps)) {
+        start = std::chrono::steady_clock::now();
+        outer->ComputeOuterGradient(model->Parameters(), localRank == 0);
+        acrossNodes.AggregateGradients(outer->outerGradientTensors());
+        crossNodeBytes += acrossNodes.LastStats().interNodeBytesSent;
+        model->SetParameters(outer->Apply(acrossNodes.nodeCount()));
+        aggregate += Seconds(start);
+      }
       lossSum += header.criterion;
       samples += total;
       errors += header.evalErrors[0].errorSum;
@@ -386,7 +457,7 @@ int Run(const Options& o, int rank, int size) {
     GradientHeader last;
     last.evalErrors.resize(1);
     auto start = std::chrono::steady_clock::now();
-    if (Flush(aggregator, gradient, &last)) {
+    if (Flush(stepAggregator, gradient, &last)) {
       aggregate += Seconds(start);
       start = std::chrono::steady_clock::now();
       model->Step(optimizer.AfterAggregation(updates++, static_cast<double>(last.numSamples)));
@@ -416,18 +487,28 @@ int Run(const Options& o, int rank, int size) {
              "MPI_Allreduce of the test errors");
     double times[2] = {compute, aggregate};
     CheckMpi(MPI_Allreduce(MPI_IN_PLACE, times, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce of the times");
+    CheckMpi(MPI_Allreduce(MPI_IN_PLACE, &crossNodeBytes, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD),
+             "MPI_Allreduce of the bytes sent across nodes");
+    const double bytesPerStep = static_cast<double>(crossNodeBytes) / static_cast<double>(stepsPerEpoch);
     if (rank == 0) {
       const double accuracy = 1.0 - static_cast<double>(totals[0]) / static_cast<double>(totals[1]);
-      std::printf("  %5d %7zu %10.4f %9.4f %9.4f %10.2f %12.2f\n", epoch, steps, lossSum / samples, errors / samples,
-                  accuracy, times[0], times[1]);
+      std::printf("  %5d %7zu %10.4f %9.4f %9.4f %10.2f %12.2f %16.0f\n", epoch, steps, lossSum / samples,
+                  errors / samples, accuracy, times[0], times[1], bytesPerStep);
       std::fflush(stdout);
       if (csv.is_open()) {
         csv << ModeName(o) << "," << ToString(o.optimizer.kind) << "," << o.seed << ","
             << LearningRateAt(schedule, o.optimizer.learningRate, updates == 0 ? 0 : updates - 1) << "," << epoch << ","
             << steps << "," << lossSum / samples << "," << errors / samples << "," << accuracy << "," << times[0] << ","
-            << times[1] << "\n";
+            << times[1] << "," << bytesPerStep << "\n";
       }
     }
+  }
+  if (rank == 0 && !o.dumpParameters.empty()) {
+    const std::vector<float> parameters = model->Parameters();
+    std::ofstream file(o.dumpParameters, std::ios::binary);
+    file.write(reinterpret_cast<const char*>(parameters.data()),
+               static_cast<std::streamsize>(parameters.size() * sizeof(float)));
+    if (!file) throw std::runtime_error("cannot write " + o.dumpParameters);
   }
   return 0;
 }

@@ -14,14 +14,16 @@
 #   --prefix NAME  names of the namespaces and links (default gaemu); a leftover cluster of that name is removed
 #   --subnet A.B.C the /24 the nodes live on (default 10.77.0; node i is A.B.C.(i+1))
 #   --keep-hostfile FILE  also write the hostfile to FILE
+#   --wire-bytes FILE     after the run, write each node's bytes sent and received on its link (its interface's
+#                         counters: every protocol's headers and every process's traffic included) to FILE
 # Waiting ranks yield the CPU (mpi_yield_when_idle): the emulated nodes share this host's few cores.
 # mpirun launches through the agent (plm rsh) whatever the environment selects: OMPI_MCA_plm=isolated, as on the
 # GPU machine, would otherwise fail for want of slots, or with --oversubscribe put every rank on node 0.
 # Needs root, iproute2 (ip, tc), util-linux (unshare) and Open MPI's mpirun. Exit status: mpirun's.
 set -euo pipefail
 
-nodes=2 slots=2 rate="" delay="" prefix=gaemu subnet=10.77.0 keep_hostfile=""
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+nodes=2 slots=2 rate="" delay="" prefix=gaemu subnet=10.77.0 keep_hostfile="" wire_bytes=""
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "emulated_cluster: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -32,6 +34,7 @@ while [ $# -gt 0 ]; do
     --prefix) prefix=$2; shift 2 ;;
     --subnet) subnet=$2; shift 2 ;;
     --keep-hostfile) keep_hostfile=$2; shift 2 ;;
+    --wire-bytes) wire_bytes=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     --) shift; break ;;
     *) die "unknown option '$1' (try --help)" ;;
@@ -80,4 +83,11 @@ emulated_network_in 0 \
 child=$!
 status=0
 wait "$child" || status=$?
+if [ -n "$wire_bytes" ]; then  # the counters of each node's end of its link, before teardown removes them
+  echo "node tx_bytes rx_bytes" >"$wire_bytes"
+  for ((i = 0; i < nodes; i++)); do
+    echo "node$i $(ip netns exec "$prefix-n$i" cat /sys/class/net/eth0/statistics/tx_bytes \
+      /sys/class/net/eth0/statistics/rx_bytes | xargs)" >>"$wire_bytes"
+  done
+fi
 exit $status

@@ -80,7 +80,8 @@ def parse_args(argv=None):
     parser.add_argument("--warmup-bits", type=int, default=None,
                         help="gradagg: width of the warm-up (default: 2 for 'auto', 32 for N steps)")
     parser.add_argument("--bucket-size", type=int, default=None,
-                        help="gradagg: elements per quantization bucket (default: the library's, or GRADAGG_BUCKET)")
+                        help="gradagg and local: elements per quantization bucket (default: the library's, or "
+                             "GRADAGG_BUCKET)")
     parser.add_argument("--second-moment", choices=["frozen", "synced"], default=None,
                         help="gradagg's AdamW: where the second moment comes from (default: frozen after a warm-up, "
                              "synced without one)")
@@ -329,7 +330,8 @@ def main(argv=None):
                 return torch.optim.SGD(parameters, lr=args.outer_lr, momentum=args.outer_momentum, nesterov=True)
             return torch.optim.SGD(parameters, lr=args.outer_lr)
         local = gradagg.torch.LocalSteps(model, args.local_steps, outer_optimizer=outer, fragments=args.fragments,
-                                         delay=args.delay, bits=args.outer_bits)
+                                         delay=args.delay, bits=args.outer_bits,
+                                         **({} if args.bucket_size is None else {"bucket_size": args.bucket_size}))
         # A node of one rank has nothing to average: DDP over it would only copy every gradient through gloo.
         ddp = (model if local.ranks_per_node == 1 else
                torch.nn.parallel.DistributedDataParallel(model, process_group=local.node_group))

@@ -5,7 +5,7 @@ gradagg.torch.AdamW, 1-bit Adam's mechanism, or torch's AdamW).
     mpirun -np 2 python3 examples/pytorch/train_gpt.py --exchange ddp
     mpirun -np 2 python3 examples/pytorch/train_gpt.py --exchange gradagg   # the hook's defaults
     mpirun -np 4 python3 examples/pytorch/train_gpt.py --shard 2            # FSDP2 over each node's 2 ranks
-    mpirun -np 4 python3 examples/pytorch/train_gpt.py --exchange local --local-steps 64   # DiLoCo-style, 1 bit
+    mpirun -np 4 python3 examples/pytorch/train_gpt.py --exchange local --local-steps 64   # DiLoCo-style, 4 bits
 
 With --shard N (PyTorch 2.8+, mpi4py) the model is sharded with FSDP2 over each N consecutive ranks (a node) instead
 of DDP: gradagg's FSDP2 state carries the exchange between the nodes, with gradagg.torch.AdamW on the shards;
@@ -14,7 +14,7 @@ torch's AdamW and clip_grad_norm_, and --exchange bf16 the same HSDP reducing in
 MixedPrecisionPolicy(reduce_dtype=torch.bfloat16), parameters kept in float32).
 
 With --exchange local, DDP (torch's AdamW and clip_grad_norm_, DDP's recipe) runs inside each node every step, and
-gradagg.torch.LocalSteps synchronises the nodes every --local-steps steps: the outer gradient at --outer-bits (1 by
+gradagg.torch.LocalSteps synchronises the nodes every --local-steps steps: the outer gradient at --outer-bits (4 by
 default; 32 is DiLoCo's float32) through an outer Nesterov SGD (--outer-lr, --outer-momentum), in --fragments
 fragments each applied --delay steps after it was sent (Streaming DiLoCo); the nodes synchronise once more before the
 last evaluation where the last step did not.
@@ -101,7 +101,8 @@ def parse_args(argv=None):
     parser.add_argument("--shard", type=int, default=0,
                         help="FSDP2 over each N consecutive ranks instead of DDP (gradagg or ddp: HSDP); 0: DDP")
     parser.add_argument("--local-steps", type=int, default=64, help="local: inner steps between synchronisations")
-    parser.add_argument("--outer-bits", type=int, default=1, help="local: bits of the outer gradient (32: float32)")
+    parser.add_argument("--outer-bits", type=int, default=None,
+                        help="local: bits of the outer gradient (default LocalSteps', 4; 32: float32, DiLoCo's)")
     parser.add_argument("--outer-lr", type=float, default=0.7, help="local: the outer Nesterov SGD's learning rate")
     parser.add_argument("--outer-momentum", type=float, default=0.9, help="local: its momentum")
     parser.add_argument("--fragments", type=int, default=1, help="local: fragments synchronised in turn (streaming)")
@@ -152,7 +153,7 @@ def parse_args(argv=None):
                                           (args.exchange == "gradagg" and unsharded))):
         parser.error("--shard takes N >= 1 with --exchange ddp or bf16 (HSDP) or gradagg (gradagg's AdamW, its "
                      "default second moment, no warm-up)")
-    if args.exchange == "local" and (args.shard or args.outer_bits not in (1, 2, 4, 8, 32) or args.local_steps < 1
+    if args.exchange == "local" and (args.shard or args.outer_bits not in (None, 1, 2, 4, 8, 32) or args.local_steps < 1
                                      or args.outer_lr <= 0 or not 0 <= args.outer_momentum < 1):
         parser.error("--exchange local takes no --shard, --outer-bits 1, 2, 4, 8 or 32, --local-steps >= 1, "
                      "--outer-lr > 0 and --outer-momentum in [0, 1)")
@@ -266,7 +267,7 @@ def label_of(args, state):
         return args.label
     if args.exchange == "local":
         streaming = f", {args.fragments} fragments, delay {args.delay}" if args.fragments > 1 or args.delay else ""
-        return (f"local steps H={args.local_steps}, {'float32' if args.outer_bits == 32 else f'{args.outer_bits}-bit'}"
+        return (f"local steps H={args.local_steps}, {'float32' if state.bits == 32 else f'{state.bits}-bit'}"
                 f" outer gradient{streaming}, torch AdamW inside")
     if args.shard:
         return (f"FSDP2 over {args.shard}, gradagg {state.bits} bit, gradagg AdamW" if args.exchange == "gradagg" else
@@ -330,7 +331,8 @@ def main(argv=None):
                 return torch.optim.SGD(parameters, lr=args.outer_lr, momentum=args.outer_momentum, nesterov=True)
             return torch.optim.SGD(parameters, lr=args.outer_lr)
         local = gradagg.torch.LocalSteps(model, args.local_steps, outer_optimizer=outer, fragments=args.fragments,
-                                         delay=args.delay, bits=args.outer_bits,
+                                         delay=args.delay,
+                                         **({} if args.outer_bits is None else {"bits": args.outer_bits}),
                                          **({} if args.bucket_size is None else {"bucket_size": args.bucket_size}))
         # A node of one rank has nothing to average: DDP over it would only copy every gradient through gloo.
         ddp = (model if local.ranks_per_node == 1 else

@@ -31,6 +31,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 import gradagg
 import gradagg.torch
+import gradagg.torch_local_steps
 import torch_checks
 
 INPUTS, OUTPUTS = 6, 3
@@ -123,7 +124,8 @@ def check_oracle(rank, size):
 
 
 def check_one_bit(rank, size):
-    model, local, ddp, optimizer = setup(rank, 4, inner_lr=0.02)
+    assert setup(rank, 4)[1].bits == gradagg.torch_local_steps.DEFAULT_BITS == 4, "the default width"
+    model, local, ddp, optimizer = setup(rank, 4, inner_lr=0.02, bits=1)
     first = last = None
     for step in range(1, 81):
         loss = inner_step(ddp, optimizer, rank, step)
@@ -142,7 +144,7 @@ def check_one_bit(rank, size):
 
 
 def check_streaming(rank, size):
-    model, local, ddp, optimizer = setup(rank, 4, fragments=2, delay=2)
+    model, local, ddp, optimizer = setup(rank, 4, fragments=2, delay=2, bits=1)
     assert [f.offset for f in local.fragments] == [0, 2]
     due = {0: {6, 10, 14}, 1: {4, 8, 12}}  # sent after steps 4, 8, 12 and 2, 6, 10, applied 2 steps later
     before = [flat(f.anchor) for f in local.fragments]

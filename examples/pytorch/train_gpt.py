@@ -105,6 +105,8 @@ def parse_args(argv=None):
                         help="local: bits of the outer gradient (default LocalSteps', 4; 32: float32, DiLoCo's)")
     parser.add_argument("--outer-lr", type=float, default=0.7, help="local: the outer Nesterov SGD's learning rate")
     parser.add_argument("--outer-momentum", type=float, default=0.9, help="local: its momentum")
+    parser.add_argument("--outer-momentum-inside", action="store_true",
+                        help="local: the outer momentum summed inside the exchange (gradagg.torch.NesterovInside)")
     parser.add_argument("--fragments", type=int, default=1, help="local: fragments synchronised in turn (streaming)")
     parser.add_argument("--delay", type=int, default=0, help="local: steps an exchange runs behind the inner steps")
     parser.add_argument("--powersgd-rank", type=int, default=4)
@@ -267,6 +269,7 @@ def label_of(args, state):
         return args.label
     if args.exchange == "local":
         streaming = f", {args.fragments} fragments, delay {args.delay}" if args.fragments > 1 or args.delay else ""
+        streaming += ", outer momentum inside" if args.outer_momentum_inside else ""
         return (f"local steps H={args.local_steps}, {'float32' if state.bits == 32 else f'{state.bits}-bit'}"
                 f" outer gradient{streaming}, torch AdamW inside")
     if args.shard:
@@ -327,6 +330,8 @@ def main(argv=None):
         ddp = model
     elif args.exchange == "local":
         def outer(parameters):
+            if args.outer_momentum_inside:
+                return gradagg.torch.NesterovInside(args.outer_lr, args.outer_momentum)(parameters)
             if args.outer_momentum:
                 return torch.optim.SGD(parameters, lr=args.outer_lr, momentum=args.outer_momentum, nesterov=True)
             return torch.optim.SGD(parameters, lr=args.outer_lr)

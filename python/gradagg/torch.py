@@ -68,7 +68,7 @@ AUTO_BITS = 1
 EARLY_BITS = 2
 AUTO_BUCKET = 256
 
-__all__ = ["Adam", "AdamW", "GradaggState", "LocalSteps", "comm_hook", "init_process_group_from_mpi", "tensors_of"]
+__all__ = ["Adam", "AdamW", "GradaggState", "LocalSteps", "NesterovInside", "comm_hook", "init_process_group_from_mpi", "tensors_of"]
 
 
 def init_process_group_from_mpi(backend=None, port=29500):
@@ -574,4 +574,4 @@ def _check_optimizer(state, optimizer):
 
 from gradagg.torch_adam import Adam, AdamW  # noqa: E402 (they take a GradaggState from above)
 from gradagg.torch_fsdp import FSDPGradaggState  # noqa: E402,F401 (FSDP2's all-reduce hook)
-from gradagg.torch_local_steps import LocalSteps  # noqa: E402,F401 (local steps across nodes, DiLoCo-style)
+from gradagg.torch_local_steps import LocalSteps, NesterovInside  # noqa: E402,F401 (local steps, DiLoCo-style)

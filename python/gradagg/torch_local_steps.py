@@ -49,6 +49,50 @@ def nesterov(parameters):
     return torch.optim.SGD(parameters, lr=OUTER_LR, momentum=OUTER_MOMENTUM, nesterov=True)
 
 
+class NesterovInside:
+    """An outer Nesterov SGD whose momentum travels inside the exchange, as the DDP hook carries the inner one
+    (docs/DESIGN.md, "Momentum and Adam"): each node hands momentum * v + delta, the average that comes back is the
+    new momentum v' (the same on every rank), and the anchor steps by lr * ((1 + momentum) * v' - momentum * v), which
+    is torch's Nesterov step written with v' = momentum * v + g. The quantization error then falls on the momentum,
+    and error feedback pays it back there. Pass an instance as LocalSteps' outer_optimizer."""
+
+    def __init__(self, lr=OUTER_LR, momentum=OUTER_MOMENTUM):
+        if not lr > 0 or not 0 <= momentum < 1:
+            raise UsageError(f"gradagg.torch.NesterovInside: lr must be > 0 and momentum in [0, 1), not {lr}, "
+                             f"{momentum}")
+        self.lr, self.momentum = lr, momentum
+
+    def __call__(self, anchor):
+        return _MomentumInside(anchor, self.lr, self.momentum)
+
+
+class _MomentumInside:
+    """NesterovInside's state over one fragment's anchor: its momentum, in float32."""
+
+    def __init__(self, anchor, lr, momentum):
+        self.anchor, self.lr, self.momentum = anchor, lr, momentum
+        self.velocity = [torch.zeros_like(a) for a in anchor]
+
+    def before_exchange(self, deltas):
+        """Local rank 0's input: momentum * v + delta."""
+        for delta, velocity in zip(deltas, self.velocity):
+            delta.add_(velocity, alpha=self.momentum)
+
+    def step(self):
+        """The anchors' .grad hold v', the average over the nodes."""
+        for anchor, velocity in zip(self.anchor, self.velocity):
+            new = anchor.grad
+            anchor.sub_(new * (1.0 + self.momentum) - velocity * self.momentum, alpha=self.lr)
+            velocity.copy_(new)
+
+    def state_dict(self):
+        return {"velocity": [v.detach().cpu().clone() for v in self.velocity]}
+
+    def load_state_dict(self, saved):
+        for velocity, value in zip(self.velocity, saved["velocity"]):
+            velocity.copy_(value)
+
+
 def split_fragments(sizes, count):
     """[(begin, end)] of `count` runs of consecutive parameters (their element counts `sizes`), none empty, the
     largest as small as the order allows: a run ends where the elements so far pass its share of the total."""
@@ -85,7 +129,8 @@ class _Fragment:
 class LocalSteps(HookTraffic):
     """The outer loop of local-step training across nodes. model: the module (not yet wrapped in DDP; its trainable
     parameters are synchronised); sync_every: inner steps between two synchronisations of each fragment;
-    outer_optimizer: a callable that makes the outer optimizer over a list of tensors (default `nesterov`);
+    outer_optimizer: a callable that makes the outer optimizer over a list of tensors (default `nesterov`), or a
+    NesterovInside;
     fragments, delay, mix: the streaming form (above); options: gradagg.Aggregator's (bits=DEFAULT_BITS, 4, unless
     given or set by GRADAGG_BITS; bits=32 sends float32, DiLoCo's own outer gradient). Collective over every rank, after
     torch.distributed is initialised: it copies world rank 0's parameters to every rank and makes node_group, the
@@ -190,6 +235,8 @@ class LocalSteps(HookTraffic):
             if self.local_rank == 0:
                 for anchor, p, delta in zip(fragment.anchor, fragment.parameters, fragment.deltas):
                     torch.sub(anchor, p.float(), out=delta)
+                if hasattr(fragment.optimizer, "before_exchange"):  # NesterovInside
+                    fragment.optimizer.before_exchange(fragment.deltas)
             else:
                 fragment.buffer.zero_()
         delay = self.delay if delay is None else delay

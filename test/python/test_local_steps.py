@@ -4,13 +4,15 @@ GRADAGG_NVLINK_SHARE_GPUS=1); prints SKIPPED and exits 0 without PyTorch:
 
   1. at 32 bits each synchronisation is DiLoCo's outer step computed apart: the anchor minus local rank 0's
      parameters on every node, summed over the nodes in node order, times 1 / nodes, one step of Nesterov SGD
-     (lr 0.7, momentum 0.9) on the anchor; every rank then holds the new anchor, bitwise;
+     (lr 0.7, momentum 0.9) on the anchor; every rank then holds the new anchor, bitwise; with NesterovInside (the
+     momentum summed inside the exchange) the same step to float rounding;
   2. at 1 bit a small regression learns, every rank holds bitwise the same parameters after each synchronisation,
      and what crossed the nodes is about 1 bit per element per synchronisation;
   3. the streaming form (2 fragments, a delay of 2 steps): each fragment's anchor changes only at the step its
      exchange is due, the same on every rank, and the fragment's parameters are the anchor then;
   4. a run checkpointed while an exchange is in flight and resumed into a new model, optimizer and LocalSteps ends
-     bitwise as the run that never stopped; resumed without LocalSteps' state it does not;
+     bitwise as the run that never stopped (also with NesterovInside at 1 bit); resumed without LocalSteps' state
+     it does not;
   5. refusals on every rank: bad sync_every / fragments / delay / mix, a DDP model, ranks that disagree on a
      setting (naming the rank), a model whose parameters changed, a checkpoint of other settings.
 
@@ -92,8 +94,9 @@ def setup(rank, sync_every, inner_lr=0.05, adam=False, **settings):
     return model, local, ddp, optimizer
 
 
-def check_oracle(rank, size):
-    model, local, ddp, optimizer = setup(rank, 3, bits=32)
+def check_oracle(rank, size, inside=False):
+    outer_optimizer = gradagg.torch.NesterovInside() if inside else None
+    model, local, ddp, optimizer = setup(rank, 3, bits=32, outer_optimizer=outer_optimizer)
     places = [None] * size
     dist.all_gather_object(places, (local.node, local.local_rank))
     leaders = [places.index((node, 0)) for node in range(local.nodes)]  # each node's local rank 0, in node order
@@ -116,7 +119,10 @@ def check_oracle(rank, size):
             outer.step()
             synchronisations += 1
         local.step()
-        if step % 3 == 0:
+        if step % 3 == 0 and inside:  # the momentum summed inside the exchange: the same step to rounding
+            assert torch.allclose(flat(model.parameters()), flat(anchor), rtol=1e-5, atol=1e-7), \
+                f"step {step}: not Nesterov's step: {(flat(model.parameters()) - flat(anchor)).abs().max()}"
+        elif step % 3 == 0:
             assert torch.equal(flat(model.parameters()), flat(anchor)), f"step {step}: not DiLoCo's outer step"
             assert torch.equal(flat(local.fragments[0].anchor), flat(anchor)), f"step {step}: the anchor"
     assert synchronisations == 3 and local.nodes >= 2, (synchronisations, local.nodes)
@@ -162,8 +168,10 @@ def check_streaming(rank, size):
     assert local.bits_per_element() < 2.0, local.bits_per_element()  # a 3-element bias is a bucket of its own
 
 
-def check_resume(rank, size):
+def check_resume(rank, size, inside=False):
     settings = dict(fragments=2, delay=2, adam=True)
+    if inside:
+        settings.update(bits=1, outer_optimizer=gradagg.torch.NesterovInside())
 
     def run(steps, resume_from=None, with_local_state=True):
         model, local, ddp, optimizer = setup(rank, 4, **settings)
@@ -206,6 +214,7 @@ def check_refusals(rank, size):
     refused("delay (3) must be at most sync_every // fragments (2)",
             lambda: gradagg.torch.LocalSteps(model, 4, fragments=2, delay=3))
     refused("mix must be in [0, 1), and 0 without a delay", lambda: gradagg.torch.LocalSteps(model, 4, mix=0.5))
+    refused("NesterovInside: lr must be > 0 and momentum in [0, 1)", lambda: gradagg.torch.NesterovInside(momentum=1))
     refused("a fragment holds one parameter at least", lambda: gradagg.torch.LocalSteps(model, 8, fragments=5))
     ddp = DistributedDataParallel(build(), device_ids=None)
     refused("pass the module before DDP wraps it", lambda: gradagg.torch.LocalSteps(ddp, 4))
@@ -229,9 +238,12 @@ def main():
         torch.cuda.set_device(device_of(int(os.environ["OMPI_COMM_WORLD_RANK"])))
     return torch_checks.run("python_local_steps_test", [
         ("the outer step at 32 bits", check_oracle),
+        ("the outer momentum inside the exchange at 32 bits",
+         lambda rank, size: check_oracle(rank, size, inside=True)),
         ("1 bit", check_one_bit),
         ("streaming", check_streaming),
         ("resume", check_resume),
+        ("resume, the outer momentum inside", lambda rank, size: check_resume(rank, size, inside=True)),
         ("refusals", check_refusals)], 29702)
 
 

@@ -248,7 +248,8 @@ def bytes_per_step(args, model, steps, size, state):
     if args.exchange == "local":
         return state.bytes_per_step()
     if args.exchange == "gradagg":
-        return state.bits_per_element() / 8 * elements
+        bits = state.bits_per_element()  # None: nothing crossed nodes (one node)
+        return 0.0 if bits is None else bits / 8 * elements
     ring = 2 * (size - 1) / size
     if args.exchange == "ddp":
         return ring * 4 * elements

@@ -289,6 +289,20 @@ gradagg_status gradagg_mpi_finalize(void) {
   });
 }
 
+gradagg_status gradagg_world(int* rank, int* size) {
+  return Guarded([&] {
+    int initialized = 0;
+    int finalized = 0;
+    GRADAGG_MPI_CHECK(MPI_Initialized(&initialized));
+    GRADAGG_MPI_CHECK(MPI_Finalized(&finalized));
+    if (initialized == 0 || finalized != 0) {
+      throw gradagg::UsageError("gradagg_world: MPI is not initialised (call gradagg_mpi_init first) or finalised");
+    }
+    if (rank != nullptr) GRADAGG_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, rank));
+    if (size != nullptr) GRADAGG_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, size));
+  });
+}
+
 gradagg_status gradagg_mpi_abort(int code) {
   return Guarded([&] {
     int initialized = 0;

@@ -103,6 +103,9 @@ GRADAGG_C_EXPORT const char* gradagg_last_error(void);
  * gets the thread level MPI gave. gradagg_mpi_finalize finalises it only if gradagg_mpi_init initialised it. */
 GRADAGG_C_EXPORT gradagg_status gradagg_mpi_init(int* provided);
 GRADAGG_C_EXPORT gradagg_status gradagg_mpi_finalize(void);
+/* This process's rank in MPI_COMM_WORLD and its size (any pointer may be NULL), whatever MPI launched it;
+ * GRADAGG_ERROR_USAGE before MPI is initialised. (Since version 6.) */
+GRADAGG_C_EXPORT gradagg_status gradagg_world(int* rank, int* size);
 
 /* Ends every rank of MPI_COMM_WORLD at once (MPI_Abort with exit code `code`), for a rank that cannot go on: the
  * others would otherwise wait for it until their timeout. Does not return while MPI is initialised and not

@@ -14,8 +14,8 @@ hook is in gradagg.torch.
 from .aggregator import Aggregator, Pending, ShardAggregator
 from .errors import GradaggError, TimeoutError, UsageError  # noqa: A004 (gradagg's own TimeoutError)
 from .header import Header
-from .lifecycle import finalize, init
+from .lifecycle import finalize, init, world
 from . import options  # noqa: F401 (gradagg.options.make_options: the bits the library would choose)
 
 __all__ = ["Aggregator", "ShardAggregator", "Header", "Pending", "GradaggError", "UsageError", "TimeoutError",
-           "init", "finalize"]
+           "init", "finalize", "world"]

@@ -78,6 +78,7 @@ _signatures = {
     "gradagg_last_error": (ctypes.c_char_p, []),
     "gradagg_mpi_init": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int)]),
     "gradagg_mpi_finalize": (ctypes.c_int, []),
+    "gradagg_world": (ctypes.c_int, [ctypes.POINTER(ctypes.c_int)] * 2),
     "gradagg_mpi_abort": (ctypes.c_int, [ctypes.c_int]),
     "gradagg_options_init": (ctypes.c_int, [ctypes.POINTER(Options)]),
     "gradagg_create": (ctypes.c_int, [ctypes.c_int64, ctypes.POINTER(Options), ctypes.POINTER(_handle)]),

@@ -18,6 +18,15 @@ def init():
     return provided.value
 
 
+def world():
+    """(rank, size) of this process in MPI_COMM_WORLD, from MPI itself (initialised first if need be): the same under
+    mpirun, srun, mpiexec or any other launcher."""
+    init()
+    rank, size = ctypes.c_int(), ctypes.c_int()
+    check(_capi.lib.gradagg_world(ctypes.byref(rank), ctypes.byref(size)))
+    return rank.value, size.value
+
+
 def _abort_on_uncaught(kind, value, traceback):
     """sys.excepthook while gradagg is imported: an uncaught exception on a rank with an open Aggregator prints as
     usual, then ends every rank (MPI_Abort), as `python -m mpi4py` does; the other ranks would otherwise wait in

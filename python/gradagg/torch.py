@@ -5,7 +5,7 @@
     model.register_comm_hook(state, gradagg.torch.comm_hook)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)   # momentum 0: the hook carries it (see below)
 
-Launch with `mpirun -np N python3 train.py` and initialise torch.distributed from Open MPI's environment
+Launch with `mpirun -np N python3 train.py` (or srun, or another MPI's mpiexec) and initialise torch.distributed from MPI
 (init_process_group_from_mpi) for DDP's own needs (the parameter broadcast); gradients go through gradagg.
 
 Each DDP bucket gets its own gradagg Aggregator, so it keeps its own carried quantization error from step to step
@@ -72,13 +72,16 @@ __all__ = ["Adam", "AdamW", "GradaggState", "LocalSteps", "NesterovInside", "com
 
 
 def init_process_group_from_mpi(backend=None, port=29500):
-    """torch.distributed.init_process_group from Open MPI's environment (OMPI_COMM_WORLD_RANK and _SIZE); rank 0's
-    host is found through MPI. backend: 'nccl' where CUDA is available, else 'gloo'."""
-    gradagg.init()
-    rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
-    size = int(os.environ["OMPI_COMM_WORLD_SIZE"])
+    """torch.distributed.init_process_group with MPI's own rank and size in MPI_COMM_WORLD (whatever launched the
+    ranks: mpirun, srun, mpiexec); rank 0's host is MASTER_ADDR where set, else found through mpi4py. backend: 'nccl'
+    where CUDA is available, else 'gloo'."""
+    rank, size = gradagg.world()
     if "MASTER_ADDR" not in os.environ:
-        from mpi4py import MPI  # noqa: F401 (only for the address exchange)
+        try:
+            from mpi4py import MPI  # noqa: F401 (only for the address exchange)
+        except ImportError:
+            raise gradagg.UsageError(f"gradagg.torch.init_process_group_from_mpi: rank {rank}: set MASTER_ADDR to rank "
+                                     "0's host name or address (or install mpi4py, which finds it)") from None
         import socket
         os.environ["MASTER_ADDR"] = MPI.COMM_WORLD.bcast(socket.gethostname() if rank == 0 else None, root=0)
     os.environ.setdefault("MASTER_PORT", str(port))

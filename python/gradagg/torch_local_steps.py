@@ -170,6 +170,7 @@ class LocalSteps(HookTraffic):
         self.bits = gradagg.options.make_options(self.options).bits
         self.steps = 0
         self._shapes = [tuple(p.shape) for p in self.parameters]
+        self._inside = isinstance(outer_optimizer, NesterovInside)
         self._agree()
         for p in self.parameters:  # one starting point: DDP would copy only the node's rank 0
             dist.broadcast(p.data, src=0)
@@ -186,7 +187,8 @@ class LocalSteps(HookTraffic):
     def _agree(self):
         """Raises UsageError on every rank, naming a rank and what differs, unless every rank has these settings."""
         mine = {"sync_every": self.sync_every, "fragments": self.fragments_count, "delay": self.delay,
-                "mix": self.mix, "bits": self.bits, "parameter shapes": self._shapes}
+                "mix": self.mix, "bits": self.bits, "parameter shapes": self._shapes,
+                "the outer momentum inside the exchange (NesterovInside)": self._inside}
         everyone = [None] * dist.get_world_size()
         dist.all_gather_object(everyone, mine)
         for rank, theirs in enumerate(everyone):
@@ -330,6 +332,7 @@ class LocalSteps(HookTraffic):
         return {"sync_every": self.sync_every, "fragments": self.fragments_count, "delay": self.delay,
                 "mix": self.mix, "bits": self.bits, "nodes": self.nodes, "ranks_per_node": self.ranks_per_node,
                 "node": self.node, "local_rank": self.local_rank, "parameter shapes": self._shapes,
+                "momentum inside": self._inside,
                 "options": {k: v for k, v in sorted(self.options.items()) if k != "bits"}}
 
 

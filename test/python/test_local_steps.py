@@ -220,6 +220,9 @@ def check_refusals(rank, size):
     refused("pass the module before DDP wraps it", lambda: gradagg.torch.LocalSteps(ddp, 4))
     refused("sync_every is 8 on rank 1 but 4 on rank 0: every rank must pass the same",
             lambda: gradagg.torch.LocalSteps(model, 8 if rank == 1 else 4))
+    refused("the outer momentum inside the exchange (NesterovInside) is True on rank 1 but False on rank 0",
+            lambda: gradagg.torch.LocalSteps(model, 4, outer_optimizer=gradagg.torch.NesterovInside()
+                                             if rank == 1 else None))
     refused("parameter shapes is 4 parameters of", lambda: gradagg.torch.LocalSteps(
         build() if rank != 1 else torch.nn.Sequential(torch.nn.Linear(INPUTS, 17), torch.nn.Linear(17, OUTPUTS)), 4))
 

@@ -37,7 +37,8 @@ momentum (momentum = beta1), and the optimizer averages each rank's own second m
     optimizer = gradagg.torch.AdamW(model.parameters(), state, lr=1e-3, betas=(0.9, 0.95), weight_decay=0.1)
 
 The hook refuses, at its first call, an optimizer that would silently train wrong on its output: one with a
-momentum of its own beside the hook's, and torch's Adam or AdamW behind a hook that quantizes below 32 bits.
+momentum of its own beside the hook's (SGD's momentum, or the Adam family's beta1), and torch's Adam, AdamW, NAdam,
+RAdam or Adamax behind a hook that quantizes below 32 bits.
 state.bits_per_element() says what crossed the nodes so far, per gradient element, the warm-up included.
 
 A bucket whose input holds a NaN or Inf (an AMP loss-scale overflow) comes back non-finite on every rank, so the
@@ -513,13 +514,13 @@ def _resume(state):
 def check_optimizers(state, parameters):
     """Once, at the hook's first call: the optimizers that step these parameters must suit what the hook returns.
     Raises ValueError for a momentum in both the hook and the optimizer, for a GradScaler in use beside the hook's
-    momentum that the GradaggState was not given, and for torch's Adam / AdamW behind a hook that quantizes (the
+    momentum that the GradaggState was not given, and for torch's Adam family behind a hook that quantizes (the
     1-bit error feedback then meets Adam's per-coordinate scaling and the run does not train); gradagg.torch.Adam /
     AdamW are the pairing for Adam. gradagg's optimizers and a GradScaler passed as grad_scaler= introduce themselves.
     On PyTorch 2 every other optimizer is checked before its first step (a global step pre-hook), so no search is
     made for them; PyTorch 1 has no such hook, and there the heap is searched once, here. A GradScaler the state was
-    not given can only be found on the heap: searched for here, where it matters (momentum in the hook, CUDA)."""
-    state.optimizers_checked = True
+    not given can only be found on the heap: searched for here, where it matters (momentum in the hook, CUDA). The
+    state counts as checked only once every check passed: a refusal the caller catches comes again at the next call."""
     try:
         from torch.optim.optimizer import register_optimizer_step_pre_hook as register
     except ImportError:  # PyTorch 1
@@ -539,9 +540,11 @@ def check_optimizers(state, parameters):
                          "GradaggState(..., grad_scaler=scaler), so that the momentum follows the loss scale")
     if register is not None:
         _check_before_first_step(state, register)
+        state.optimizers_checked = True
         return
     for optimizer in (o for o in objects if issubclass(type(o), torch.optim.Optimizer)):
         _check_optimizer(state, optimizer)
+    state.optimizers_checked = True
 
 
 def _check_before_first_step(state, register):
@@ -553,10 +556,15 @@ def _check_before_first_step(state, register):
         current = owner()
         if current is None or optimizer in checked:  # a state gone keeps a hook that does nothing
             return
-        checked.add(optimizer)
         _check_optimizer(current, optimizer)
+        checked.add(optimizer)  # after the check: a refusal the caller catches comes again at the next step
 
     state._step_check = register(before_step)
+
+
+# torch's optimizers that rescale each coordinate by a second moment, as Adam does.
+_ADAM_FAMILY = tuple(getattr(torch.optim, name) for name in ("Adam", "AdamW", "NAdam", "RAdam", "Adamax")
+                     if hasattr(torch.optim, name))
 
 
 def _check_optimizer(state, optimizer):
@@ -565,11 +573,13 @@ def _check_optimizer(state, optimizer):
     if not any(id(p) in state._parameters for group in optimizer.param_groups for p in group["params"]):
         return
     name = type(optimizer).__name__
-    own_momentum = any(group.get("momentum", 0.0) for group in optimizer.param_groups)
+    # SGD's momentum, or the Adam family's beta1 (a first moment is a momentum).
+    own_momentum = any(group.get("momentum", 0.0) or (group.get("betas") or (0.0,))[0]
+                       for group in optimizer.param_groups)
     if state.momentum > 0.0 and own_momentum:
         raise ValueError(f"gradagg.torch: the hook carries momentum {state.momentum} and {name} has a momentum of "
                          "its own: the gradient would get momentum twice. Set the optimizer's momentum to 0.")
-    if state.bits < 32 and isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)):
+    if state.bits < 32 and isinstance(optimizer, _ADAM_FAMILY):
         raise ValueError(f"gradagg.torch: torch's {name} behind a {state.bits}-bit hook does not train (Adam "
                          "rescales each coordinate, and quantization error feedback then runs away). Use "
                          "gradagg.torch.AdamW / Adam with GradaggState(momentum=beta1), or bits=32.")

@@ -112,6 +112,41 @@ def check_refusals(rank):
     expect_error("momentum twice",
                  lambda: train(rank, lambda m: torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9),
                                gradagg.torch.GradaggState(bits=1, momentum=0.9), steps=1), ["momentum", "twice"])
+    # Adam's beta1 is a momentum too, at any width; NAdam, RAdam and Adamax rescale each coordinate as Adam does.
+    expect_error("Adam's beta1 beside the hook's momentum, 32 bits",
+                 lambda: train(rank, lambda m: torch.optim.Adam(m.parameters()),
+                               gradagg.torch.GradaggState(bits=32, momentum=0.9), steps=1), ["momentum", "twice"])
+    for name in ("NAdam", "RAdam", "Adamax"):
+        expect_error(f"torch's {name} behind 1 bit",
+                     lambda: train(rank, lambda m: getattr(torch.optim, name)(m.parameters()),
+                                   gradagg.torch.GradaggState(bits=1), steps=1), [name, "gradagg.torch.AdamW"])
+    refused_again(rank)
+
+
+def refused_again(rank):
+    """A refusal caught by the caller refuses the next step too: the optimizer is not taken as checked. PyTorch 2
+    only, where the refusal comes from the optimizer's step pre-hook; PyTorch 1's comes from inside DDP's backward,
+    after which DDP's reducer cannot run another backward at all."""
+    try:
+        from torch.optim.optimizer import register_optimizer_step_pre_hook  # noqa: F401 (PyTorch 2)
+    except ImportError:
+        return
+    model, ddp = model_and_ddp()
+    hook = gradagg.torch.GradaggState(bits=1)
+    ddp.register_comm_hook(hook, gradagg.torch.comm_hook)
+    optimizer = torch.optim.AdamW(model.parameters())
+    generator = torch.Generator().manual_seed(100 + rank)
+    refusals = 0
+    for _ in range(2):
+        optimizer.zero_grad()
+        try:
+            ddp(torch.randn(16, 8, generator=generator)).square().mean().backward()
+            optimizer.step()
+        except Exception as error:  # the hook (PyTorch 1) or the step pre-hook (PyTorch 2) refuses
+            if "AdamW" not in str(error):
+                raise
+            refusals += 1
+    assert refusals == 2, f"refused {refusals} of 2 steps: a caught refusal let the next step through"
 
 
 def check_default_bits(params):

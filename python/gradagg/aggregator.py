@@ -82,7 +82,14 @@ class Aggregator:
             lifecycle.open_aggregators.discard(self)
             check(_capi.lib.gradagg_destroy(handle))
 
-    __del__ = close
+    def __del__(self):
+        """Collected before close(): the handle is destroyed at exit with the others, in the order they were made on
+        every rank (lifecycle.finalize), not now: destroying frees shared memory together with the node's other
+        ranks, whose collectors run at other moments."""
+        handle = getattr(self, "_handle", None)
+        if handle:
+            self._handle = None
+            lifecycle.close_at_exit(self._serial, handle)
 
     def __enter__(self):
         return self

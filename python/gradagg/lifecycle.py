@@ -53,12 +53,22 @@ sys.excepthook = _abort_on_uncaught
 
 
 def finalize():
-    """Closes every Aggregator still open, then finalises MPI if init() initialised it. Runs at exit by itself.
-    Closing may wait for the node's other ranks (freeing shared memory is collective), so every rank closes in the
-    order the Aggregators were made, which is the same on every rank."""
-    for aggregator in sorted(open_aggregators, key=lambda a: a._serial):
-        aggregator.close()
+    """Closes every Aggregator still open, and destroys those the garbage collector took unclosed, then finalises MPI
+    if init() initialised it. Runs at exit by itself. Closing may wait for the node's other ranks (freeing shared
+    memory is collective), so every rank closes in the order the Aggregators were made, which is the same on every
+    rank."""
+    closing = [(aggregator._serial, aggregator.close) for aggregator in open_aggregators]
+    closing += [(serial, lambda handle=handle: check(_capi.lib.gradagg_destroy(handle))) for serial, handle in _orphans]
+    _orphans.clear()
+    for _, close in sorted(closing, key=lambda item: item[0]):
+        close()
     check(_capi.lib.gradagg_mpi_finalize())
+
+
+def close_at_exit(serial, handle):
+    """An Aggregator's C handle, from an Aggregator the garbage collector took before it was closed: finalize()
+    destroys it in its place in the order of making."""
+    _orphans.append((serial, handle))
 
 
 def keep_until_exit(aggregators):
@@ -69,5 +79,6 @@ def keep_until_exit(aggregators):
 
 open_aggregators = weakref.WeakSet()  # Aggregators to close before MPI goes away
 _kept = []  # keep_until_exit's
+_orphans = []  # close_at_exit's (serial, handle)
 made = itertools.count()  # Aggregators made so far: their order, the same on every rank
 atexit.register(finalize)  # after mpi4py's own exit hook if gradagg came first, before it otherwise

@@ -184,6 +184,11 @@ class AdamW(torch.optim.Optimizer):
                                  "variance_steps=N): give the hook warmup_steps=N for that")
             self.policy = "frozen"
             variance_steps = hook_state.warmup_steps if variance_steps is None else variance_steps
+            if not variance_steps >= 1:  # frozen at once: every denominator eps, sign descent at max_update
+                raise ValueError("gradagg.torch: a frozen second moment is learnt over the first steps, and there are "
+                                 f"none ({variance_steps}): give the hook warmup_steps=N or the optimizer "
+                                 "variance_steps=N (N >= 1), or take the synchronised second moment (second_moment="
+                                 "'synced', the default without a warm-up)")
         else:
             self.policy = "synced"
         self.variance_steps = variance_steps if self.policy == "frozen" else None

@@ -103,6 +103,11 @@ def check_refusals(rank):
     assert gradagg.torch.AdamW(params, hook).policy == "frozen", "a warm-up: the frozen second moment"
     assert gradagg.torch.AdamW(params, hook, second_moment="synced").policy == "synced", "chosen with a warm-up"
     expect_error("second moment", lambda: gradagg.torch.AdamW(params, hook, second_moment="x"), ["second_moment"])
+    # Frozen with nothing to learn it from: every denominator would be eps (sign descent at max_update).
+    expect_error("frozen without a warm-up", lambda: gradagg.torch.AdamW(params, no_warmup, second_moment="frozen"),
+                 ["frozen", "warmup_steps", "variance_steps"])
+    expect_error("frozen after 0 steps", lambda: gradagg.torch.AdamW(params, hook, variance_steps=0),
+                 ["frozen", "variance_steps"])
     expect_error("variance bits", lambda: gradagg.torch.AdamW(params, no_warmup, variance_bits=3), ["variance_bits"])
     expect_error("guard", lambda: gradagg.torch.AdamW(params, no_warmup, guard=0.5), ["guard"])
     expect_error("unbounded betas", lambda: gradagg.torch.AdamW(params, no_warmup, betas=(0.9, 0.5)), ["max_update"])

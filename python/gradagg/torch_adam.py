@@ -496,6 +496,12 @@ class AdamW(torch.optim.Optimizer):
         if flush is not None:
             flush()
         cohorts = list(self._cohorts())
+        calls = getattr(self.hook_state, "calls", None)  # the hook's calls so far (None: a state that counts none)
+        if cohorts and calls is not None and not calls and getattr(self.hook_state, "_restore", None) is None:
+            # p.grad is then the rank's raw gradient, not the hook's averaged momentum: the step would be wrong.
+            raise ValueError("gradagg.torch.AdamW: the gradients did not come through gradagg's hook: register it "
+                             "before training (ddp.register_comm_hook(state, gradagg.torch.comm_hook), or "
+                             "FSDPGradaggState(...).attach(model) under FSDP2)")
         learns = self._variance_learns()
         quantized = self.hook_state.bits < 32
         step_now = self._guard["step"] + 1

@@ -114,6 +114,12 @@ def check_refusals(rank):
     expect_error("torch's AdamW behind 1 bit",
                  lambda: train(rank, lambda m: torch.optim.AdamW(m.parameters()), gradagg.torch.GradaggState(bits=1),
                                steps=1), ["AdamW", "gradagg.torch.AdamW"])
+    # A hook never registered: AdamW would take the raw gradient for the hook's momentum, silently.
+    for bits in (32, 1):
+        expect_error(f"no hook registered, {bits} bits",
+                     lambda: train(rank, lambda m: gradagg.torch.AdamW(
+                         m.parameters(), gradagg.torch.GradaggState(bits=bits, momentum=0.9, warmup_steps=2)),
+                         steps=1), ["register_comm_hook"])
     expect_error("momentum twice",
                  lambda: train(rank, lambda m: torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9),
                                gradagg.torch.GradaggState(bits=1, momentum=0.9), steps=1), ["momentum", "twice"])

@@ -241,28 +241,14 @@ class OwnedCommunicator {
   MPI_Comm comm_ = MPI_COMM_NULL;
 };
 
-// Where this rank sits on its host: its index there (the GPU it takes) and the host's lowest world rank.
-struct HostPlacement {
-  int hostRank = 0;
-  int lowestRank = 0;
-};
-
-HostPlacement PlaceOnHost(int rank) {
+// This rank's index on its host: the GPU it takes.
+int HostRank(int rank) {
   OwnedCommunicator host;
   CheckMpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, host.out()),
            "MPI_Comm_split_type (ranks of this host)");
-  HostPlacement placement;
-  CheckMpi(MPI_Comm_rank(host.get(), &placement.hostRank), "MPI_Comm_rank of the host's communicator");
-  CheckMpi(MPI_Allreduce(&rank, &placement.lowestRank, 1, MPI_INT, MPI_MIN, host.get()),
-           "MPI_Allreduce of the host's lowest rank");
-  return placement;
-}
-
-// --local-steps: the ranks of this rank's node as the Aggregator groups them (consecutive ranks with
-// --ranks-per-node, else the host), in rank order, so that local rank 0 is the Aggregator's.
-void SplitByNode(int rank, int ranksPerNode, const HostPlacement& host, OwnedCommunicator& node) {
-  const int color = ranksPerNode > 0 ? rank / ranksPerNode : host.lowestRank;
-  CheckMpi(MPI_Comm_split(MPI_COMM_WORLD, color, rank, node.out()), "MPI_Comm_split (ranks of this node)");
+  int hostRank = 0;
+  CheckMpi(MPI_Comm_rank(host.get(), &hostRank), "MPI_Comm_rank of the host's communicator");
+  return hostRank;
 }
 
 // --exchange mpi: MPI_Allreduce of every host tensor and of the header's counts and sums, in place.
@@ -333,8 +319,7 @@ int Run(const Options& o, int rank, int size) {
   }();
 
   // 1. The same initial weights everywhere, on the chosen device (a GPU per rank, by rank within the host).
-  const HostPlacement host = PlaceOnHost(rank);
-  const std::unique_ptr<Model> model = o.device == "cuda" ? MakeCudaModel(host.hostRank) : MakeCpuModel();
+  const std::unique_ptr<Model> model = o.device == "cuda" ? MakeCudaModel(HostRank(rank)) : MakeCpuModel();
   Mlp initial;
   if (rank == 0) initial.Initialize(o.seed);
   CheckMpi(MPI_Bcast(initial.parameters().data(), static_cast<int>(initial.parameters().size()), MPI_FLOAT, 0,
@@ -346,19 +331,15 @@ int Run(const Options& o, int rank, int size) {
   Aggregator acrossNodes(MPI_COMM_WORLD, o.aggregator);
   std::unique_ptr<Aggregator> insideNode;
   std::unique_ptr<OuterStep> outer;
-  int localRank = 0;
+  const int localRank = acrossNodes.localRank();
   if (o.local.enabled()) {
+    // The ranks of this rank's node as the Aggregator places them, in its local-rank order.
     OwnedCommunicator node;
-    SplitByNode(rank, o.aggregator.ranksPerNode, host, node);
-    CheckMpi(MPI_Comm_rank(node.get(), &localRank), "MPI_Comm_rank of the node's communicator");
-    int nodeSize = 0;
-    CheckMpi(MPI_Comm_size(node.get(), &nodeSize), "MPI_Comm_size of the node's communicator");
-    if (nodeSize != acrossNodes.ranksPerNode())
-      throw std::runtime_error("--local-steps: this node has " + std::to_string(nodeSize) +
-                               " ranks, the Aggregator's nodes " + std::to_string(acrossNodes.ranksPerNode()));
+    CheckMpi(MPI_Comm_split(MPI_COMM_WORLD, acrossNodes.nodeIndex(), localRank, node.out()),
+             "MPI_Comm_split (ranks of this node)");
     AggregatorOptions exact = o.aggregator;
     exact.bits = 32;
-    exact.ranksPerNode = nodeSize;
+    exact.ranksPerNode = acrossNodes.ranksPerNode();
     insideNode = std::make_unique<Aggregator>(node.get(), exact);
     outer = std::make_unique<OuterStep>(o.local, initial.parameters(), model->tensors());
   }

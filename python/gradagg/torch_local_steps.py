@@ -26,6 +26,8 @@ sync_every // F, so that one exchange is in flight at a time); the fragment's pa
 or (1 - mix) * anchor + mix * parameters with mix > 0 (the inner steps made meanwhile partly kept; the nodes then
 differ in that fragment until its next synchronisation). delay=0 (the default) synchronises at once.
 """
+import math
+
 import torch
 import torch.distributed as dist
 
@@ -118,8 +120,7 @@ class _Fragment:
         self.optimizer = outer_optimizer(self.anchor)
         self.buffer = torch.zeros(sum(p.numel() for p in parameters), dtype=torch.float32,
                                   device=parameters[0].device)
-        self.deltas = list(self.buffer.split([p.numel() for p in parameters]))
-        self.deltas = [d.view(p.shape) for d, p in zip(self.deltas, parameters)]
+        self.deltas = [d.view(p.shape) for d, p in zip(self.buffer.split([p.numel() for p in parameters]), parameters)]
         self.aggregator = gradagg.Aggregator(**options)
         self.pending = None  # the exchange in flight (a gradagg.Pending)
         self.sent_at = None  # the step after which the last exchange began
@@ -194,7 +195,7 @@ class LocalSteps(HookTraffic):
         for rank, theirs in enumerate(everyone):
             for name, value in theirs.items():
                 if value != everyone[0][name]:
-                    shown = (lambda v: f"{len(v)} parameters of {sum(map(_elements, v))} elements"
+                    shown = (lambda v: f"{len(v)} parameters of {sum(map(math.prod, v))} elements"
                              if name == "parameter shapes" else repr(v))
                     raise UsageError(f"gradagg.torch.LocalSteps: {name} is {shown(value)} on rank {rank} but "
                                      f"{shown(everyone[0][name])} on rank 0: every rank must pass the same")
@@ -334,10 +335,3 @@ class LocalSteps(HookTraffic):
                 "node": self.node, "local_rank": self.local_rank, "parameter shapes": self._shapes,
                 "momentum inside": self._inside,
                 "options": {k: v for k, v in sorted(self.options.items()) if k != "bits"}}
-
-
-def _elements(shape):
-    elements = 1
-    for extent in shape:
-        elements *= extent
-    return elements

@@ -303,12 +303,14 @@ def main(argv=None):
     if device.type == "cuda":
         torch.cuda.set_device(device)
     train_text, validation_text = load_text(args.data, args.corpus)
-    if args.corpus and args.steps * size * args.batch * args.context + 1 > len(train_text):
+    reads = args.steps * size * args.batch * args.context + 1  # the training bytes --corpus reads, in order
+    if args.corpus and reads > len(train_text):
         sys.exit(f"train_gpt: rank {rank}: {args.steps} steps of {size} x {args.batch} windows of {args.context} "
-                 f"bytes read {args.steps * size * args.batch * args.context + 1} bytes, but {args.corpus} has "
-                 f"{len(train_text)} bytes of training text: give a larger corpus or fewer steps")
+                 f"bytes read {reads} bytes, but {args.corpus} has {len(train_text)} bytes of training text: give a "
+                 "larger corpus or fewer steps")
     torch.manual_seed(args.seed)
     model = GPT(args.layers, args.dim, args.heads, args.context).to(device)
+    bucket = {} if args.bucket_size is None else {"bucket_size": args.bucket_size}
     bucket_cap_mb = 25  # DDP's default
     if args.exchange == "powersgd":
         # PowerSGD's hook starts a bucket's second allreduce from the first one's callback, so with several buckets
@@ -338,8 +340,7 @@ def main(argv=None):
             return torch.optim.SGD(parameters, lr=args.outer_lr)
         local = gradagg.torch.LocalSteps(model, args.local_steps, outer_optimizer=outer, fragments=args.fragments,
                                          delay=args.delay,
-                                         **({} if args.outer_bits is None else {"bits": args.outer_bits}),
-                                         **({} if args.bucket_size is None else {"bucket_size": args.bucket_size}))
+                                         **({} if args.outer_bits is None else {"bits": args.outer_bits}), **bucket)
         # A node of one rank has nothing to average: DDP over it would only copy every gradient through gloo.
         ddp = (model if local.ranks_per_node == 1 else
                torch.nn.parallel.DistributedDataParallel(model, process_group=local.node_group))
@@ -353,7 +354,6 @@ def main(argv=None):
     betas = (args.beta1, args.beta2)
     state = local if args.exchange == "local" else None
     clip_in_optimizer = False
-    bucket = {} if args.bucket_size is None else {"bucket_size": args.bucket_size}
     width = {} if args.bits is None else {"bits": args.bits}  # none: the hook's default
     if args.exchange == "gradagg" and args.shard:
         state = gradagg.torch.FSDPGradaggState(args.shard, momentum=args.beta1, **width, **bucket).attach(model)

@@ -41,23 +41,17 @@ TRUTH = torch.Generator().manual_seed(99)
 TRUE_MAP = torch.randn(INPUTS, OUTPUTS, generator=TRUTH)
 
 
-def device_of(rank):
-    if not torch.cuda.is_available():
-        return torch.device("cpu")
-    return torch.device("cuda", rank % torch.cuda.device_count())
-
-
 def build(rank=None):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(INPUTS, 128), torch.nn.Tanh(), torch.nn.Linear(128, OUTPUTS))
-    return model.to(device_of(dist.get_rank() if rank is None else rank))
+    return model.to(torch_checks.device_of(dist.get_rank() if rank is None else rank))
 
 
 def batch(rank, step):
     generator = torch.Generator().manual_seed(1000 * rank + step)
     inputs = torch.randn(8, INPUTS, generator=generator) + rank  # the ranks' data differ
     targets = inputs @ TRUE_MAP + 0.1 * torch.randn(8, OUTPUTS, generator=generator)
-    return inputs.to(device_of(rank)), targets.to(device_of(rank))
+    return inputs.to(torch_checks.device_of(rank)), targets.to(torch_checks.device_of(rank))
 
 
 def inner_step(ddp, optimizer, rank, step):
@@ -126,7 +120,7 @@ def check_oracle(rank, size, inside=False):
             assert torch.equal(flat(model.parameters()), flat(anchor)), f"step {step}: not DiLoCo's outer step"
             assert torch.equal(flat(local.fragments[0].anchor), flat(anchor)), f"step {step}: the anchor"
     assert synchronisations == 3 and local.nodes >= 2, (synchronisations, local.nodes)
-    return f"{local.nodes} nodes of {local.ranks_per_node}, device {device_of(rank).type}"
+    return f"{local.nodes} nodes of {local.ranks_per_node}, device {torch_checks.device_of(rank).type}"
 
 
 def check_one_bit(rank, size):
@@ -238,7 +232,7 @@ def check_refusals(rank, size):
 
 def main():
     if torch.cuda.is_available():
-        torch.cuda.set_device(device_of(int(os.environ["OMPI_COMM_WORLD_RANK"])))
+        torch.cuda.set_device(torch_checks.device_of(int(os.environ["OMPI_COMM_WORLD_RANK"])))
     return torch_checks.run("python_local_steps_test", [
         ("the outer step at 32 bits", check_oracle),
         ("the outer momentum inside the exchange at 32 bits",

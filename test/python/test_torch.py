@@ -31,12 +31,6 @@ import gradagg.torch
 import torch_checks
 
 
-def device_of(rank):
-    if not torch.cuda.is_available():
-        return torch.device("cpu")
-    return torch.device("cuda", rank % torch.cuda.device_count())
-
-
 def check_tensors(rank, size, device):
     with gradagg.Aggregator(bits=32, ranks_per_node=0) as agg:
         cpu = torch.full((1000,), float(rank + 1))
@@ -183,7 +177,7 @@ def check_gone_bucket(rank, size, device):
 def on_device(check):
     """The check on this rank's device (set as the current one), named in the verdict."""
     def run(rank, size):
-        device = device_of(rank)
+        device = torch_checks.device_of(rank)
         if device.type == "cuda":
             torch.cuda.set_device(device)
         check(rank, size, device)

@@ -10,6 +10,13 @@ import torch.distributed as dist
 import gradagg
 
 
+def device_of(rank):
+    """Rank i's device: GPU i % count where torch sees any (ranks may share one), else the CPU."""
+    if not torch.cuda.is_available():
+        return torch.device("cpu")
+    return torch.device("cuda", rank % torch.cuda.device_count())
+
+
 def run(test, checks, default_port):
     """Runs checks (name, callable(rank, size) returning nothing or a note for the verdict) and returns the exit
     status; rank 0 prints "TEST: PASS on N ranks, ..." when every check passed on every rank."""

@@ -24,12 +24,6 @@ void LaunchAllPushKernel(int ranks, int blocks, int threads, const device::AllPu
 
 }  // namespace
 
-size_t DefaultPushChunkBytes(int ranks) {
-  // Measured on 2 H200s (bench/NOTES.md): 128 KiB beat 64 KiB by 7% and 256 KiB gained 1%. On 4 H100s 128 KiB beat
-  // 64 KiB at every size from 64 MiB in two rounds (1-5%; 256 KiB lost 3% from 512 MiB; bench/results/nvlink_allreduce/
-  // h100x4/push_chunk/), for an inbox of 99 MiB instead of 50. Eight: 32 KiB, unmeasured.
-  return ranks <= 4 ? (128 << 10) : (32 << 10);
-}
 
 bool PeerGroup::CanPush(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type) const {
   const size_t elementBytes = ElementBytes(type);

@@ -12,17 +12,6 @@
 
 namespace gradagg::nvlink {
 
-size_t DefaultLineMaxBytes(int ranks) {
-  // With a warp for every group of lines (LineBlocks), against the two-shots, alternating twice in one call
-  // (bench/results/nvlink_allreduce/h100x4/line_blocks/):
-  // - 4 H100s: 4 MiB 26.2-26.8 against the pulled 32.8-33.0 us, 7 MiB 41.8-42.5 against 48.5, but 8 MiB 54.3-56.3
-  //   against all-push's 53.1-54.4 (past 8 blocks a multiprocessor some warps take two groups): below 8 MiB.
-  // - 2 H100s: 3 MiB 14.7-14.9 against the pulled 23.4-23.6, 8 MiB 33.0-33.6 against all-push's 39.1-39.2; the
-  //   one-shot, to 2 MiB, alike at 1-2 MiB.
-  // Eight: not measured.
-  if (ranks == 2) return 8 << 20;
-  return ranks > 2 && ranks <= 4 ? (8 << 20) - 1 : 0;
-}
 
 size_t LineShardLines(size_t bytes, int ranks) {
   const size_t shardWords = ((bytes + 3) / 4 + ranks - 1) / ranks;

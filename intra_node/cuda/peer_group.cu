@@ -7,22 +7,12 @@
 #include <cstring>
 #include <utility>
 
-#include "gradagg/errors.h"
 #include "common/cuda/cuda_error.h"
+#include "gradagg/errors.h"
 #include "intra_node/cuda/peer_group.h"
 #include "intra_node/cuda/peer_group_internal.h"
 
 namespace gradagg::nvlink {
-
-size_t DefaultDependentLaunchMaxBytes(int ranks) {
-  // Measured on 4 H100s against plain launches, alternating twice (bench/results/nvlink_allreduce/h100x4/
-  // dependent_launch/): 4 GPUs 8 B - 1 MiB faster (256 KiB 8.4-8.6 -> 7.6 us, the small sizes ~0.6 us less), 2 MiB
-  // alike, 4 MiB 31 -> 32.4 and 256 MiB - 1 GiB 0.3-0.6% slower; 2 GPUs up to 512 KiB faster (7.3 -> 6.4 us), 1 MiB
-  // 9.2 -> 10.2 and 2 MiB 15 -> 18.6 slower. With lines of two flags (h100x4/two_flag_lines/, 4 GPUs): 512 KiB
-  // 10.1-10.3 against 10.7-10.9 us, 1 MiB 11.9-12.1 against 12.6. Eight: not measured.
-  if (ranks == 2) return 512 << 10;
-  return ranks > 2 && ranks <= 4 ? (1 << 20) : 0;
-}
 
 PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather allGather, PeerGroupConfig config)
     : rank_(rank), names_(std::move(names)), allGather_(std::move(allGather)), config_(config) {
@@ -35,29 +25,30 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
   if (config_.blocks < 0 || config_.blocks > kMaxBlocks)
     throw UsageError("peer group blocks must be 0 (automatic) .. " + std::to_string(kMaxBlocks));
   if (!(config_.timeoutSeconds > 0)) throw UsageError("the peer group timeout must be positive");
+  const Tuning& tuning = TuningFor(ranks());
   if (config_.reduction == Reduction::kByGroupSize) {
     config_.reduction = Reduction::kAllPush;
-    pushMinBytes_ = 8 << 20;
+    pushMinBytes_ = tuning.pushMinBytes;
   }
-  if (config_.peerOrder == PeerOrder::kByGroupSize)
-    config_.peerOrder = ranks() > 2 ? PeerOrder::kRotatedPerBlock : PeerOrder::kRankOrder;
+  if (config_.peerOrder == PeerOrder::kByGroupSize) config_.peerOrder = tuning.peerOrder;
   if (ranks() < 2) config_.reduction = Reduction::kPull;  // nobody to push to
-  if (config_.pushChunkBytes == kAutomatic) config_.pushChunkBytes = DefaultPushChunkBytes(ranks());
+  if (config_.pushChunkBytes == kAutomatic) config_.pushChunkBytes = tuning.pushChunkBytes;
   if (config_.pushChunkBytes < (16 << 10) || config_.pushChunkBytes > (1 << 20))
     throw UsageError("the all-push chunk must be 16 KiB .. 1 MiB, not " + std::to_string(config_.pushChunkBytes) +
                      " bytes");
   GRADAGG_CUDA_CHECK(cudaGetDevice(&device_));
   GRADAGG_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device_));
+  pulledBlocks_ = tuning.twoShotBlocks > 0 ? std::min(multiprocessors_, tuning.twoShotBlocks)
+                                           : std::min(kMaxBlocks, multiprocessors_);
 
   // 1. This rank's peer memory, control block zeroed before any peer can see it.
   // An inbox slot holds the signature packet and one 8-byte packet per 4 bytes of data: the one-shot's whole message,
   // or the packet two-shot's part of a shard and the sender's own shard's results; or the same two in lines.
-  if (config_.oneShotMaxBytes == kAutomatic) config_.oneShotMaxBytes = DefaultOneShotMaxBytes(ranks());
-  if (config_.packetMaxBytes == kAutomatic) config_.packetMaxBytes = DefaultPacketMaxBytes(ranks());
-  if (config_.lineMaxBytes == kAutomatic) config_.lineMaxBytes = DefaultLineMaxBytes(ranks());
-  if (config_.oneShotLinesAbove == kAutomatic) config_.oneShotLinesAbove = DefaultOneShotLinesAbove(ranks());
-  if (config_.dependentLaunchMaxBytes == kAutomatic)
-    config_.dependentLaunchMaxBytes = DefaultDependentLaunchMaxBytes(ranks());
+  if (config_.oneShotMaxBytes == kAutomatic) config_.oneShotMaxBytes = tuning.oneShotMaxBytes;
+  if (config_.packetMaxBytes == kAutomatic) config_.packetMaxBytes = tuning.packetMaxBytes;
+  if (config_.lineMaxBytes == kAutomatic) config_.lineMaxBytes = tuning.lineMaxBytes;
+  if (config_.oneShotLinesAbove == kAutomatic) config_.oneShotLinesAbove = tuning.oneShotLinesAbove;
+  if (config_.dependentLaunchMaxBytes == kAutomatic) config_.dependentLaunchMaxBytes = tuning.dependentLaunchMaxBytes;
   if (!KernelsWaitForPriorGrids()) config_.dependentLaunchMaxBytes = 0;
   if (config_.packetMaxBytes > (16 << 20))  // its inbox: four times as many bytes, twice (call parity)
     throw UsageError("the packet two-shot reaches 16 MiB at most, not " + std::to_string(config_.packetMaxBytes) +
@@ -70,8 +61,7 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
                                      1 + 2 * PacketShardPairs(config_.packetMaxBytes, ranks()), linePairs});
   inboxHalfBytes_ = RoundUp(slotPairs * 16, kAlignment) * ranks();
   // The push inbox: [round parity][block][sender] chunks.
-  // All-push blocks: one per multiprocessor unless set. On 2 H200s a block pushed about 10 GB/s whatever it did, so
-  // the links fill only with most of the GPU's blocks (16: 0.59x NCCL at 256 MiB, 66: 1.10x, 132: 1.20x).
+  // All-push blocks: one per multiprocessor unless set; the links fill only with most of the GPU's blocks.
   pushBlocks_ = config_.blocks > 0 ? config_.blocks : std::min(kMaxBlocks, multiprocessors_);
   pushChunkVectors_ = RoundUp(config_.pushChunkBytes / 16, config_.threads);
   pushInboxOffset_ = kControlBytes + 2 * inboxHalfBytes_;

@@ -33,6 +33,7 @@
 #include "intra_node/cuda/control_block.h"
 #include "intra_node/cuda/ipc_memory.h"
 #include "intra_node/cuda/peer_order.h"
+#include "intra_node/cuda/tuning.h"
 
 namespace gradagg::nvlink {
 
@@ -49,17 +50,6 @@ class PeerGroupError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-constexpr size_t kAutomatic = ~size_t{0};
-constexpr size_t kNever = kAutomatic - 1;  // a size threshold no call reaches
-
-// The one-shot threshold for a group of `ranks` GPUs when none is given.
-size_t DefaultOneShotMaxBytes(int ranks);
-// Above this many bytes the one-shot sends lines instead of packets, when not given.
-size_t DefaultOneShotLinesAbove(int ranks);
-// The packet two-shot's upper threshold when none is given (0: that path off).
-size_t DefaultPacketMaxBytes(int ranks);
-// The line two-shot's upper threshold when none is given (0: that path off).
-size_t DefaultLineMaxBytes(int ranks);
 // 128-byte lines (30 data words) in each of `ranks` shards of a line two-shot of `bytes`.
 size_t LineShardLines(size_t bytes, int ranks);
 // The 16-byte pairs a line two-shot of `bytes` takes in each sender's inbox slot: the signature's 128 bytes, then
@@ -67,15 +57,10 @@ size_t LineShardLines(size_t bytes, int ranks);
 size_t LineTwoShotSlotPairs(size_t bytes, int ranks);
 // Data pairs (8 bytes) in each of `ranks` shards of a packet two-shot of `bytes`.
 size_t PacketShardPairs(size_t bytes, int ranks);
-// Calls of at most this many bytes launch dependent on the kernel before them (dependent_launch.cuh), when not given.
-size_t DefaultDependentLaunchMaxBytes(int ranks);
-// The largest all-push chunk per block and peer when none is given: 128 KiB on 2 GPUs, less for more peers.
-size_t DefaultPushChunkBytes(int ranks);
 
 // How two-shot reductions move data: kAllPush writes each peer's part into its inbox (writes only over NVLink),
-// kPull has each owner read its shard from every peer. kByGroupSize: all-push from 8 MiB, pull below (bench/NOTES.md:
-// on 2 H200s all-push is 5-10% faster from 16 MiB and pull faster at 2-4 MiB; on 4 H100s all-push in the rotated peer
-// order is 1.02-1.11x NCCL from 32 MiB where pull is 0.87-0.97x, and pull is faster at 2 MiB).
+// kPull has each owner read its shard from every peer. kByGroupSize: all-push from the tuning table's size
+// (tuning.h), pull below.
 enum class Reduction { kByGroupSize, kAllPush, kPull };
 
 struct PeerGroupConfig {
@@ -86,7 +71,7 @@ struct PeerGroupConfig {
   size_t lineMaxBytes = kAutomatic;       // above both, at or below this: line two-shot (0: never)
   size_t stagingBytes = 64 << 20;         // per rank, for two-shot allreduce of unregistered buffers
   double timeoutSeconds = 60.0;           // a barrier waiting longer reports the peer that never came
-  int blocks = 0;  // two-shot blocks; 0: all-push one per multiprocessor, pulled by group size (2: one per SM, 4: 32)
+  int blocks = 0;           // two-shot blocks; 0: all-push one per multiprocessor, pulled by the tuning table
   int threads = 512;        // per block, 32 .. 512
   bool interleaved = true;  // two-shot blocks take interleaved chunks (false: one slice each)
   Reduction reduction = Reduction::kByGroupSize;
@@ -234,6 +219,7 @@ class PeerGroup {
   int pushBlocks_ = 0;  // all-push blocks at most, which the push inbox is laid out for
   size_t pushChunkVectors_ = 0;
   size_t pushMinBytes_ = 0;  // all-push reductions of at least this many bytes (the rest pull)
+  int pulledBlocks_ = 1;     // blocks of a pulled two-shot unless the config sets them
   std::vector<Registration> registrations_;
   Registration staging_;  // the staging area of every rank
 

@@ -6,7 +6,7 @@
 namespace gradagg::nvlink {
 
 enum class PeerOrder : int {
-  kByGroupSize = -1,     // a PeerGroup's default: kRankOrder on 2 GPUs, kRotatedPerBlock on more (bench/NOTES.md)
+  kByGroupSize = -1,     // a PeerGroup's default: by group size (tuning.h)
   kRankOrder = 0,        // 0, 1, ..., G-1 on every rank: every rank writes to rank 0 first (a hot receiver)
   kRotated = 1,          // me, me + 1, ... (mod G): at step j rank r writes to r + j, a permutation, as in a ring
   kRotatedPerBlock = 2,  // me, then the peers rotated by the block too, so each step spreads over all peers

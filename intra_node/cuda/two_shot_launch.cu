@@ -12,14 +12,6 @@ namespace gradagg::nvlink {
 
 namespace {
 
-// Two-shot blocks when the config leaves it open. Measured on 4 H200s (bench/results/nvlink_allreduce/tuning/
-// two_shot_blocks_h200.txt): 2 GPUs run best with one block per multiprocessor, 4 GPUs with 24-33
-// (132 blocks lose 10-15% at >= 32 MiB: more requests in flight than the links serve). 8 GPUs: 16, unmeasured.
-int DefaultTwoShotBlocks(int ranks, int multiprocessors) {
-  if (ranks <= 2) return std::min(kMaxBlocks, multiprocessors);
-  return std::min(multiprocessors, ranks <= 4 ? 32 : 16);
-}
-
 template <typename T, bool kReduce, bool kPushToAll>
 void LaunchTwoShotKernel(int ranks, int blocks, int threads, const device::TwoShotArgs& args, cudaStream_t stream,
                          bool dependent) {
@@ -57,7 +49,7 @@ void PeerGroup::LaunchTwoShot(const TwoShotCall& call, ElementType type, cudaStr
   args.order = config_.peerOrder;
   args.barrier = Barrier();
   const size_t perBlock = static_cast<size_t>(config_.threads) * (16 / elementBytes);
-  const int most = config_.blocks > 0 ? config_.blocks : DefaultTwoShotBlocks(ranks(), multiprocessors_);
+  const int most = config_.blocks > 0 ? config_.blocks : pulledBlocks_;
   const int blocks = static_cast<int>(std::clamp<size_t>((call.largestShard + perBlock - 1) / perBlock, 1, most));
   const bool dependent = Dependent(CallBytes(call, elementBytes));
   cuda_detail::WithElementType(type, [&](auto element) {

@@ -1,2 +1,2 @@
 """The older path of gradagg.torch's FSDP2 hook (gradagg/torch/fsdp.py)."""
-from gradagg.torch.fsdp import FSDPGradaggState  # noqa: F401
+from gradagg.torch.fsdp import FSDPGradaggState  # noqa: F401 (this path's names)

@@ -15,13 +15,13 @@ nodes. A thin front; each room is a module of its own:
 gradagg.torch_adam, gradagg.torch_fsdp and gradagg.torch_local_steps, the older paths, still import.
 """
 from .adamw import Adam, AdamW
-from .common import DEFAULT_BITS
+from .common import DEFAULT_BITS  # noqa: F401 (gradagg.torch's, outside __all__)
 from .ddp_bucket import tensors_of
 from .ddp_hook import comm_hook
-from .ddp_state import AUTO_BITS, AUTO_BUCKET, EARLY_BITS, GradaggState
-from .fsdp import FSDPGradaggState
+from .ddp_state import AUTO_BITS, AUTO_BUCKET, EARLY_BITS, GradaggState  # noqa: F401 (gradagg.torch's, outside __all__)
+from .fsdp import FSDPGradaggState  # noqa: F401 (gradagg.torch's, outside __all__)
 from .local_steps import LocalSteps, NesterovInside
-from .optimizer_checks import check_optimizers
+from .optimizer_checks import check_optimizers  # noqa: F401 (gradagg.torch's, outside __all__)
 from .process_group import init_process_group_from_mpi
 
 __all__ = ["Adam", "AdamW", "GradaggState", "LocalSteps", "NesterovInside", "comm_hook", "init_process_group_from_mpi",

@@ -76,7 +76,7 @@ def parse_args(argv=None):
                              "the ranks' gradients noisy enough; the default where --bits is not given, else 0). "
                              "gradagg's AdamW learns the second moment from N steps and freezes it; with 'auto' or "
                              "0 each rank's own second moment is averaged over the ranks at growing intervals "
-                             "(python/gradagg/torch_adam.py)")
+                             "(python/gradagg/torch/second_moment.py)")
     parser.add_argument("--warmup-bits", type=int, default=None,
                         help="gradagg: width of the warm-up (default: 2 for 'auto', 32 for N steps)")
     parser.add_argument("--bucket-size", type=int, default=None,

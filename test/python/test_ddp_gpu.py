@@ -112,7 +112,7 @@ def check_grad_scaler(rank, size):
 def check_side_stream(rank, size):
     finished_on_stream = []  # per finish on the waiter thread: whether the bucket's stream was the current one
     buckets_on_side = []  # per call: whether DDP handed the bucket over on the side stream
-    start = gradagg.torch._start
+    start = gradagg.torch.ddp_bucket.start
 
     def recording_start(*arguments, **options):
         pending, finish = start(*arguments, **options)
@@ -127,7 +127,7 @@ def check_side_stream(rank, size):
         recorded.stream = finish.stream
         return pending, recorded
 
-    gradagg.torch._start = recording_start
+    gradagg.torch.ddp_bucket.start = recording_start
     try:
         ddp = DDP(mlp(), bucket_cap_mb=0.02)
         hook = CheckedHook(momentum=0.9)
@@ -144,7 +144,7 @@ def check_side_stream(rank, size):
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
     finally:
-        gradagg.torch._start = start
+        gradagg.torch.ddp_bucket.start = start
     finished = finished_on_stream
     assert len(finished) == hook.calls > 0, f"{len(finished)} finishes on the waiter thread for {hook.calls} calls"
     assert all(finished), f"the waiter finished {finished.count(False)} of {len(finished)} buckets off their stream"

@@ -33,7 +33,6 @@ from torch.nn.parallel import DistributedDataParallel
 
 import gradagg
 import gradagg.torch
-import gradagg.torch_local_steps
 import torch_checks
 
 INPUTS, OUTPUTS = 6, 3
@@ -124,7 +123,7 @@ def check_oracle(rank, size, inside=False):
 
 
 def check_one_bit(rank, size):
-    assert setup(rank, 4)[1].bits == gradagg.torch_local_steps.DEFAULT_BITS == 4, "the default width"
+    assert setup(rank, 4)[1].bits == gradagg.torch.local_steps.DEFAULT_BITS == 4, "the default width"
     model, local, ddp, optimizer = setup(rank, 4, inner_lr=0.02, bits=1)
     first = last = None
     for step in range(1, 81):

@@ -11,6 +11,7 @@
      gradients back, so the GradScaler skips the step, the momentum keeps its value, and the next step is finite;
   4. a bucket whose buffer moved to other memory between calls is aggregated where it is now, and one DDP no longer
      hands over is not kept alive.
+  5. gradagg.torch_adam, gradagg.torch_fsdp and gradagg.torch_local_steps, the older paths, hand out the same classes.
 
   mpirun -np N python3 test_torch.py     (GRADAGG_RANKS_PER_NODE chooses the emulated nodes; GPUs: rank i uses
                                           GPU i % count, so ranks may share one with GRADAGG_NVLINK_SHARE_GPUS=1)
@@ -28,6 +29,9 @@ except ImportError:
 
 import gradagg
 import gradagg.torch
+import gradagg.torch_adam
+import gradagg.torch_fsdp
+import gradagg.torch_local_steps
 import torch_checks
 
 
@@ -174,6 +178,15 @@ def check_gone_bucket(rank, size, device):
         aggregator.close()
 
 
+def check_older_paths(rank, size):
+    """gradagg.torch_adam, gradagg.torch_fsdp and gradagg.torch_local_steps, the modules gradagg.torch grew out of,
+    still hand out its classes."""
+    assert gradagg.torch_adam.AdamW is gradagg.torch.AdamW and gradagg.torch_adam.Adam is gradagg.torch.Adam
+    assert gradagg.torch_fsdp.FSDPGradaggState is gradagg.torch.FSDPGradaggState
+    assert gradagg.torch_local_steps.LocalSteps is gradagg.torch.LocalSteps
+    assert gradagg.torch_local_steps.DEFAULT_BITS == 4 and gradagg.torch.DEFAULT_BITS == 2
+
+
 def on_device(check):
     """The check on this rank's device (set as the current one), named in the verdict."""
     def run(rank, size):
@@ -194,7 +207,8 @@ def main():
          on_device(lambda rank, size, device: check_hook(rank, size, device, 0.9, 2, 5))),
         ("overflow", on_device(check_overflow)),
         ("a bucket's buffer moved", on_device(check_moved_buffer)),
-        ("a bucket gone", on_device(check_gone_bucket))], 29511)
+        ("a bucket gone", on_device(check_gone_bucket)),
+        ("the older module paths", check_older_paths)], 29511)
 
 
 if __name__ == "__main__":

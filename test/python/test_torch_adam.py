@@ -306,12 +306,11 @@ def check_frozen_steps(rank):
     the optimizer works in chunks of parameters and keeps the frozen denominators, so chunks of one tensor, of
     several, and the whole list each run 8 steps, with a parameter that misses a step (it then lags by one); on a GPU
     (where torch sees one) the whole list, through torch's multi-tensor kernels."""
-    import gradagg.torch_adam as torch_adam
     lr, beta1, beta2, eps, decay = 0.01, 0.9, 0.95, 1e-8, 0.1
     bound = ADAM_BOUND
     runs = [("cpu", 1), ("cpu", 100), ("cpu", 1 << 40)] + ([("cuda", 0)] if torch.cuda.is_available() else [])
     for device, chunk in runs:
-        torch_adam._CPU_CHUNK, saved = chunk, torch_adam._CPU_CHUNK
+        gradagg.torch.adamw._CPU_CHUNK, saved = chunk, gradagg.torch.adamw._CPU_CHUNK
         try:
             generator = torch.Generator().manual_seed(7 + rank)
             params = [torch.nn.Parameter(torch.randn(shape, generator=generator).to(device))
@@ -343,14 +342,13 @@ def check_frozen_steps(rank):
                         f"{device}, chunks of {chunk}: parameter {index} after step {step + 1} differs from the "
                         f"formula by {(p - r['p']).abs().max().item()}")
         finally:
-            torch_adam._CPU_CHUNK = saved
+            gradagg.torch.adamw._CPU_CHUNK = saved
 
 
 def check_bounded_step(rank):
     """An element whose gradient is zero through the warm-up (its v is 0) and whose 1-bit momentum afterwards is plus
     or minus its bucket's scale steps by at most lr times Adam's bound (1.17 at 0.9 / 0.95): unbounded it would step
     by scale / eps, 1e5 here."""
-    import gradagg.torch_adam as torch_adam
     lr, bound = 1e-3, ADAM_BOUND
     key_bias = torch.nn.Parameter(torch.zeros(8))
     optimizer = gradagg.torch.AdamW([key_bias], SettingsOnly(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)

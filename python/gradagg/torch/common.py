@@ -1,5 +1,5 @@
-"""What gradagg's PyTorch hooks share, under DDP (gradagg.torch) and FSDP2 (gradagg.torch_fsdp): the width rule, the
-count of what crossed the nodes, and the checkpoint form of an Aggregator's carried error."""
+"""What gradagg's PyTorch hooks share, under DDP (ddp_state.py), FSDP2 (fsdp.py) and local steps (local_steps.py): the
+width rule, the count of what crossed the nodes, and the checkpoint form of an Aggregator's carried error."""
 import os
 
 import torch

@@ -270,6 +270,25 @@ def check_two_models(rank, size):
         hook.close()
 
 
+def check_shared_state(rank, size):
+    """One GradaggState registered on two models: refused at the second model's first bucket, on every rank (before,
+    the two models' buckets of one index replaced each other's Aggregators and momentum at every call)."""
+    first, second = DDP(mlp(1), bucket_cap_mb=0.02), DDP(mlp(2), bucket_cap_mb=0.02)
+    state = gradagg.torch.GradaggState(bits=1, momentum=0.9)
+    for ddp in (first, second):
+        ddp.register_comm_hook(state, gradagg.torch.comm_hook)
+    batch = batches(rank, 1)[0]
+    first(batch).square().mean().backward()
+    try:
+        second(batch).square().mean().backward()
+    except Exception as error:  # DDP may wrap what the hook raised
+        assert "GradaggState of its own" in str(error), f"another error than the refusal: {error}"
+    else:
+        raise AssertionError("a GradaggState shared by two models was not refused")
+    for aggregator in sorted(state.aggregators.values(), key=lambda a: a._serial):
+        aggregator.close()
+
+
 def check_state_freed(rank, size):
     ddp = DDP(mlp(3), bucket_cap_mb=0.02)
     state = gradagg.torch.GradaggState(bits=1, momentum=0.9)
@@ -298,6 +317,7 @@ def main():
         ("join", check_join),
         ("rebuild", check_rebuild),
         ("two_models", check_two_models),
+        ("shared_state", check_shared_state),
         ("state_freed", check_state_freed),
         ("overflow_in_one_bucket", check_overflow_in_one_bucket),
         ("bf16_autocast", check_plain({}, autocast=True))], 29531)

@@ -48,6 +48,8 @@ multiplied by the loss scale, and the momentum follows it when it changes (refus
 """
 import torch
 
+import gradagg
+from ..errors import UsageError
 from . import ddp_bucket
 from .ddp_resume import resume
 from .optimizer_checks import check_optimizers
@@ -61,8 +63,15 @@ def comm_hook(state, bucket):
     parameters = list(bucket.parameters())
     for parameter in parameters:
         if id(parameter) not in state._parameters:
+            if state._parameters_complete:
+                raise UsageError(
+                    f"gradagg.torch.comm_hook (rank {gradagg.world()[0]}): a bucket holds a parameter that the model's first "
+                    "step did not have: one GradaggState is registered on a second DDP model (give each model a "
+                    "GradaggState of its own), or the model's parameters were replaced after its first step")
             state._parameters[id(parameter)] = len(state._parameter_list)
             state._parameter_list.append(parameter)
+    if bucket.is_last():
+        state._parameters_complete = True
     if not state.optimizers_checked:
         check_optimizers(state, parameters)
     if state._restore is not None:

@@ -82,6 +82,7 @@ class GradaggState(HookTraffic):
         self.observers = []
         self._parameters = {}  # id(parameter) -> its index in the order the hook first met it: a checkpoint's names
         self._parameter_list = []
+        self._parameters_complete = False  # the first step's last bucket came: every parameter of the model is known
         self._restore = None  # load_state_dict's, put in place at the first iteration after it
         self._stash = []  # that iteration's (bucket, future), until its last bucket
         # The waiter thread holds the state only weakly, so that a state nothing uses any more (its model gone) is

@@ -198,6 +198,18 @@ def on_device(check):
     return run
 
 
+def check_shard_group_layout(rank, size):
+    """FSDP2's shard group must be gradagg's node of this rank: the consecutive ranks that hold it, in order (issue 69,
+    item 1: a strided mesh, or torch ranks numbered otherwise than MPI's, summed unrelated shards). Checked on the MPI
+    ranks the group's members report, without FSDP2 (PyTorch 1 has none)."""
+    from gradagg.torch.fsdp import shard_group_mismatch
+    assert shard_group_mismatch([2, 3], rank=3, shard_size=2) is None
+    assert shard_group_mismatch([0, 1, 2, 3], rank=0, shard_size=4) is None
+    strided = shard_group_mismatch([0, 2], rank=2, shard_size=2)
+    assert strided and "[0, 2]" in strided and "[2, 3]" in strided and "rank 2" in strided, strided
+    assert shard_group_mismatch([1, 0], rank=0, shard_size=2), "a node's ranks out of order were let through"
+
+
 def main():
     return torch_checks.run("python_torch_test", [
         ("tensors", on_device(check_tensors)),
@@ -208,7 +220,8 @@ def main():
         ("overflow", on_device(check_overflow)),
         ("a bucket's buffer moved", on_device(check_moved_buffer)),
         ("a bucket gone", on_device(check_gone_bucket)),
-        ("the older module paths", check_older_paths)], 29511)
+        ("the older module paths", check_older_paths),
+        ("FSDP2's shard group is the node", check_shard_group_layout)], 29511)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,20 @@ from gradagg.options import make_options
 from .common import HookTraffic, checkpoint_residuals, hook_options, options_without_width
 
 
+def shard_group_mismatch(members, rank, shard_size):
+    """Why FSDP2's shard group cannot be gradagg's node of `rank`, or None where it can: `members` are the ranks, in
+    gradagg's communicator, of the group's members in the group's order; gradagg's node is the consecutive block of
+    `shard_size` ranks that holds `rank`, in order (gradagg sums local rank i's shard with the other nodes' shard i, so
+    another layout would sum unrelated shards)."""
+    node = rank // shard_size
+    expected = list(range(node * shard_size, (node + 1) * shard_size))
+    if list(members) == expected:
+        return None
+    return (f"gradagg.torch: rank {rank}: FSDP2's shard group holds ranks {list(members)} of gradagg's communicator, "
+            f"but gradagg's node of this rank is ranks {expected}: shard over consecutive ranks, numbered in torch as "
+            "in MPI (init_process_group_from_mpi, and init_device_mesh's row-by-row layout)")
+
+
 class FSDPGradaggState(HookTraffic):
     """The FSDP2 hook's state: the shard group's size, gradagg options (bits, ...), the momentum, and one
     ShardAggregator and momentum buffer per FSDP2 module and shard size. Collective over `comm` (or
@@ -104,6 +118,8 @@ class FSDPGradaggState(HookTraffic):
             if width != self.shard_size:
                 raise ValueError(f"gradagg.torch: rank {self.rank}: the module is sharded over {width} ranks, the "
                                  f"state over {self.shard_size}")
+            if group.mesh_info.shard_process_group is not self._shard_group:
+                self._check_node(group.mesh_info.shard_process_group)
             self._shard_group = group.mesh_info.shard_process_group  # the node: where an overflow is agreed
             module.set_force_sum_reduction_for_comms(True)
             module.set_gradient_divide_factor(1.0)
@@ -134,6 +150,19 @@ class FSDPGradaggState(HookTraffic):
                             "momentum": None if momentum is None else momentum.cpu().clone()})
         return {"format": 1, "settings": self._settings(), "rank": self.rank, "modules": modules,
                 "bytes_sent": self.bytes_sent, "float_bytes": self.float_bytes}
+
+    def _check_node(self, shard_group):
+        """Collective over the state's communicator: every rank learns whether any rank's shard group is not its
+        gradagg node (shard_group_mismatch), and all refuse together, none left waiting in an exchange."""
+        from mpi4py import MPI  # gradagg takes mpi4py communicators
+
+        members = [None] * self.shard_size
+        torch.distributed.all_gather_object(members, self.rank, group=shard_group)
+        mine = shard_group_mismatch(members, self.rank, self.shard_size)
+        first = self.comm.allreduce(self.comm.size if mine is None else self.rank, op=MPI.MIN)
+        if first < self.comm.size:
+            raise ValueError(mine or f"gradagg.torch: rank {self.rank}: rank {first}'s FSDP2 shard group is not its "
+                             "gradagg node (its own error says how)")
 
     def load_state_dict(self, saved):
         """Resumes from state_dict() of this rank of an earlier run with the same settings and ranks: call it before

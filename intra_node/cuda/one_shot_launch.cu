@@ -15,9 +15,9 @@ size_t DefaultOneShotMaxBytes(int ranks) {
   // Measured (bench/NOTES.md, section 5): one-shot pushes (G-1) copies of the message, two-shot about two, so the
   // crossover falls as G grows. 2 H100s: one-shot 16.4 us at 2 MiB against two-shot's 20.1, 29.7 against 26.6 at
   // 4 MiB; 4 H100s: 18.1 against 15.0 at 512 KiB (bench/results/nvlink_allreduce/tuning/thresholds_4xh100/), and
-  // at 256 KiB 10.8 us against the packet two-shot's 8.6 (nvlink_allreduce/h100x4_codec/) while it sent packets; in
-  // lines and launched dependent, 7.42-7.45 against the packet two-shot's 7.66-7.67 and the line two-shot's 9.6-9.8
-  // (nvlink_allreduce/h100x4/dependent_launch/, session 15, lines of one flag). Eight: not measured.
+  // at 256 KiB 10.8 us against the packet two-shot's 8.6 (nvlink_allreduce/h100x4/variants_256k/) while it sent
+  // packets; in lines and launched dependent, 7.42-7.45 against the packet two-shot's 7.66-7.67 and the line
+  // two-shot's 9.6-9.8 (nvlink_allreduce/h100x4/dependent_launch/, lines of one flag). Eight: not measured.
   if (ranks <= 2) return 2 << 20;
   return ranks <= 4 ? (256 << 10) : (128 << 10);
 }

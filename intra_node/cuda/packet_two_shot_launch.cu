@@ -14,7 +14,7 @@ namespace gradagg::nvlink {
 size_t DefaultPacketMaxBytes(int /*ranks*/) {
   // Off by default: on 4 H100s it took 256 KiB (8.3-8.6 us) until the one-shot in lines, launched dependent, did it
   // in 7.4 against its 7.7 (bench/results/nvlink_allreduce/h100x4/dependent_launch/); above 256 KiB the line two-shot
-  // is faster (10.3 against 10.8 us at 512 KiB, 12.3 against 16.3 at 1 MiB). Lines of one flag, session 15; with two
+  // is faster (10.3 against 10.8 us at 512 KiB, 12.3 against 16.3 at 1 MiB). Lines of one flag then; with two
   // (h100x4/two_flag_lines/) not measured against this path. Two GPUs: the one-shot sends one copy,
   // as few bytes as this path, in one crossing instead of two. Eight: not measured.
   return 0;

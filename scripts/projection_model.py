@@ -19,7 +19,7 @@ The per-message term 2 (M-1) o of phase 2 grows with M while its bytes (M-1) p r
 some M the exchange is bound by message count, not bandwidth: `project` prints that node count.
 
   scripts/projection_model.py calibrate CSV...   # fit on emulated runs, print each run's prediction error
-  scripts/projection_model.py project --out bench/results/projection   # 1..1024 nodes x 8 GPUs: CSV and PNG
+  scripts/projection_model.py project --out bench/results/scaling_projection/projection_1024nodes   # CSV and PNG
 """
 import argparse
 import csv

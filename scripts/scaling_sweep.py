@@ -4,7 +4,7 @@ JSON and one CSV table. The same script drives the emulated cluster on one host 
 
   # one host, emulated nodes on a 1 Gbit/s network (root):
   scripts/scaling_sweep.py --emulated --rate 1gbit --nodes 1,2,4 --ranks-per-node 1 --bits 1,32 \
-      --min 4M --max 256M --out bench/results/sweep_1gbit
+      --min 4M --max 256M --out /tmp/sweep_1gbit
   # a real cluster (one host per line in the hostfile; the first N are used for N nodes), one GPU per rank:
   scripts/scaling_sweep.py --hostfile hosts --nodes 2,4,8 --ranks-per-node 8 --bits 1,32 \
       --wrapper scripts/bind_local_gpu.sh --out sweep

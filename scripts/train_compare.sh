@@ -9,7 +9,7 @@
 # The learning rates default to float32's best of bench/rounds/train_lr_sweep.sh. Writes OUT_DIR/<recipe>__<mode>__seed<N>.csv,
 # then OUT_DIR/summary.md (mean and spread of the last epoch's test accuracy) and OUT_DIR/accuracy.png
 # (scripts/training_report.py). Extra arguments go to every train run (for example --device cuda).
-#   scripts/train_compare.sh bench/results/trainer/recipes
+#   scripts/train_compare.sh /tmp/cpu_2x2     (bench/results/trainer/ keeps the committed run)
 # Environment: SEEDS (default "1 2 3"), RECIPES (default "sgd momentum adam"), BITS (default "32 1 2 4 8"),
 # NP (default 4), RANKS_PER_NODE (default 2), EPOCHS (default 10), TRAIN (default build/bin/train), MPIRUN_ARGS
 # (extra mpirun arguments, for example "--bind-to none -x LD_LIBRARY_PATH" on the GPU machine).

@@ -6,7 +6,7 @@ standard deviation, min, max) and the gap to float32's mean; and OUT_DIR/accurac
 installed: apt-get install python3-matplotlib): test accuracy per epoch, the mean over seeds as a line, min to max
 as a band, one panel per recipe.
 
-  scripts/training_report.py bench/results/trainer/recipes
+  scripts/training_report.py /tmp/cpu_2x2
 """
 import csv
 import glob

@@ -10,7 +10,7 @@
 #   bench/rounds/aggregation.sh BIN_DIR OUT_DIR [MPI_PREFIX]
 #   ROUND_TRANSPORTS=aware bench/rounds/aggregation.sh ...    (one transport only: staged or aware)
 #
-# On 4 GPUs both transports together take more than the device tool's 10 minutes a call (session 13): run each in
+# On 4 GPUs both transports together take more than the device tool's 10 minutes a call: run each in
 # a call of its own with ROUND_TRANSPORTS.
 #
 # BIN_DIR holds gradagg and gradagg_device_gpu_tests (bench/rounds/stage.sh). Logs go to OUT_DIR (at most

@@ -6,7 +6,11 @@
 # reduction (GRADAGG_NVLINK_ALL_PUSH=0).
 #   bench/rounds/nvlink.sh BIN_DIR OUT_DIR [BENCHMARK_ARGS...]
 # BIN_DIR holds gradagg_nvlink_gpu_tests and gradagg_nvlink_benchmark (bench/rounds/stage.sh). Logs go to
-# OUT_DIR; a short summary is printed last.
+# OUT_DIR; a short summary is printed last. Environment:
+#   REPEATS=N         the benchmark N times on each GPU count, the counts in turn (benchmark_<G>gpus_<r>.txt; default 1)
+#   PULLED=0          no second benchmark with the pulled reduction
+#   MEMCHECK_GPUS=G   the memcheck run on G GPUs (default 2), MEMCHECK_FILTER its tests (default: all but the
+#                     failure tests and the staged ones)
 set -uo pipefail
 . "$(dirname "$0")/round_setup.sh"
 round_setup "$1" "$2"
@@ -35,16 +39,25 @@ for n in 4 8; do
     --gtest_color=no >"$out/tests_${n}ranks_shared.txt" 2>&1
   summary="$summary\n== tests on $n ranks sharing $gpus GPUs: exit $? $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/tests_${n}ranks_shared.txt" | tr '\n' ' ')"
 done
-timeout 240 "${mpirun[@]}" -np 2 "$sanitizer" --tool memcheck --error-exitcode 9 "$bin/gradagg_nvlink_gpu_tests" \
-  --gtest_filter='-*Mismatch*:*NeverArrives*:*Staged*' >"$out/memcheck_2gpus.txt" 2>&1
-summary="$summary\n== memcheck on 2 GPUs: exit $? $(grep -E 'ERROR SUMMARY' "$out/memcheck_2gpus.txt" | tr '\n' ' ')"
-for n in $counts; do
-  timeout 300 "${mpirun[@]}" -np "$n" "$bin/gradagg_nvlink_benchmark" "$@" >"$out/benchmark_${n}gpus.txt" 2>&1
-  summary="$summary\n== benchmark on $n GPUs: exit $?\n$(grep -v '^# gradagg_nvlink\|^# NCCL\|^# busbw' "$out/benchmark_${n}gpus.txt" | awk '{print $1, $4, $7, $8, $12, $13, $15}')"
-  # The previous reduction (owners pull their shard) beside it; sizes up to the one-shot threshold run the same path.
-  timeout 300 "${mpirun[@]}" -x GRADAGG_NVLINK_ALL_PUSH=0 -np "$n" "$bin/gradagg_nvlink_benchmark" "$@" \
-    >"$out/benchmark_${n}gpus_pulled.txt" 2>&1
-  summary="$summary\n== benchmark on $n GPUs, pulled (GRADAGG_NVLINK_ALL_PUSH=0): exit $?\n$(grep -v '^#' "$out/benchmark_${n}gpus_pulled.txt" | awk '{print $1, $4, $7, $8, $12, $13, $15}')"
+memcheck_gpus=${MEMCHECK_GPUS:-2}
+timeout 240 "${mpirun[@]}" -np "$memcheck_gpus" "$sanitizer" --tool memcheck --error-exitcode 9 \
+  "$bin/gradagg_nvlink_gpu_tests" --gtest_filter="${MEMCHECK_FILTER:--*Mismatch*:*NeverArrives*:*Staged*}" \
+  >"$out/memcheck_${memcheck_gpus}gpus.txt" 2>&1
+summary="$summary\n== memcheck on $memcheck_gpus GPUs: exit $? $(grep -E 'ERROR SUMMARY' "$out/memcheck_${memcheck_gpus}gpus.txt" | tr '\n' ' ')"
+repeats=${REPEATS:-1}
+for ((r = 1; r <= repeats; r++)); do
+  suffix=""
+  [ "$repeats" -gt 1 ] && suffix="_$r"
+  for n in $counts; do
+    log="$out/benchmark_${n}gpus$suffix.txt"
+    timeout 300 "${mpirun[@]}" -np "$n" "$bin/gradagg_nvlink_benchmark" "$@" >"$log" 2>&1
+    summary="$summary\n== benchmark on $n GPUs$suffix: exit $?\n$(grep -v '^# gradagg_nvlink\|^# NCCL\|^# busbw' "$log" | awk '{print $1, $4, $7, $8, $12, $13, $15}')"
+    [ "${PULLED:-1}" = 0 ] && continue
+    # The previous reduction (owners pull their shard) beside it; sizes up to the one-shot threshold run the same path.
+    log="$out/benchmark_${n}gpus_pulled$suffix.txt"
+    timeout 300 "${mpirun[@]}" -x GRADAGG_NVLINK_ALL_PUSH=0 -np "$n" "$bin/gradagg_nvlink_benchmark" "$@" >"$log" 2>&1
+    summary="$summary\n== benchmark on $n GPUs, pulled (GRADAGG_NVLINK_ALL_PUSH=0)$suffix: exit $?\n$(grep -v '^#' "$log" | awk '{print $1, $4, $7, $8, $12, $13, $15}')"
+  done
 done
 echo "== gpu: $(sed -n 2p "$out/gpu.txt")"
 say "$(echo -e "$summary")"

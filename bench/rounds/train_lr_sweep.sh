@@ -2,7 +2,7 @@
 # The learning-rate sweep behind the trainer's recipes: float32 only, 4 CPU ranks as 2 emulated nodes of 2, 10 epochs
 # with a cosine schedule, seed 1, for plain SGD, momentum 0.9 and Adam. Writes OUT_DIR/sweep_<optimizer>_lr<lr>.csv
 # and prints the final test accuracy of each (bench/NOTES.md takes the best per optimizer).
-#   bench/rounds/train_lr_sweep.sh bench/results/trainer/recipes/sweep
+#   bench/rounds/train_lr_sweep.sh /tmp/lr_sweep
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=${1:?usage: train_lr_sweep.sh OUT_DIR}

@@ -387,7 +387,7 @@ TEST_F(GpuNodeTest, PhasesLeftToTheReaderHandOutEveryRanksShardAndGatherTheCopie
 // Timeline (deadline 1 s): the punctual ranks fail at 1.0 s, their host function runs 1.0-1.8 s, their FinishGather
 // kernel at 1.8 s; the late rank passes the start at 1.3 s and waits at FinishGather until 2.3 s.
 // Without the mend (ArriveKernel's first line) the late rank returns as if nothing had happened: shown on 4 H100s and
-// on 2 ranks sharing one (bench/results/gpu_aggregation/sum_in_quantizer_4xh100/late_peer/).
+// on 2 ranks sharing one (bench/results/gpu_aggregation/sum_in_quantizer_4xh100/late_peer.tgz).
 TEST_F(GpuNodeTest, APeerLateToThePhasesLeftToTheReaderFailsEveryRank) {
   if (WorldSize() < 2) GTEST_SKIP() << "needs two ranks";
   GpuNode node(MPI_COMM_WORLD, Config(0, 0, 1.0));

@@ -24,7 +24,6 @@ void LaunchAllPushKernel(int ranks, int blocks, int threads, const device::AllPu
 
 }  // namespace
 
-
 bool PeerGroup::CanPush(const TwoShotCall& call, const std::vector<ElementRange>& shards, ElementType type) const {
   const size_t elementBytes = ElementBytes(type);
   if (config_.reduction != Reduction::kAllPush || CallBytes(call, elementBytes) < pushMinBytes_) return false;

@@ -12,7 +12,6 @@
 
 namespace gradagg::nvlink {
 
-
 size_t LineShardLines(size_t bytes, int ranks) {
   const size_t shardWords = ((bytes + 3) / 4 + ranks - 1) / ranks;
   return (shardWords + device::kLineWords - 1) / device::kLineWords;

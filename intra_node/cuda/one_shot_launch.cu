@@ -11,8 +11,6 @@
 
 namespace gradagg::nvlink {
 
-
-
 void PeerGroup::FillPacketArgs(device::PacketArgs& args, const void* input, void* output, size_t count) const {
   args.input = input;
   args.output = output;

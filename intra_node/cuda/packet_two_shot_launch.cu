@@ -11,7 +11,6 @@
 
 namespace gradagg::nvlink {
 
-
 size_t PacketShardPairs(size_t bytes, int ranks) { return (bytes + 8 * ranks - 1) / (8 * ranks); }
 
 void PeerGroup::PacketTwoShot(const void* input, void* output, size_t count, ElementType type, cudaStream_t stream) {

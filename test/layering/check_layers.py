@@ -9,6 +9,10 @@
   aggregator  -> intra_node, mpi, quantize, common, include
   apps        -> aggregator, intra_node, mpi, quantize, common, include
 
+The Python package python/gradagg/ is checked too: the core (ctypes over the C API) imports nothing of its PyTorch
+side gradagg/torch/ (only the older alias modules torch_*.py may), and the modules of gradagg/torch/ import each
+other one way (no circle), none of them through the package's front, gradagg/torch/__init__.py.
+
 An include is looked up as the compiler does, in the include roots include/ and the repository's root, and belongs
 to the folder it is found in. One that names no folder of the project (a file beside the includer, a system header)
 is not checked, and neither is test/, which may reach every layer.
@@ -61,9 +65,85 @@ def violations(root):
     return found
 
 
+PYTHON_IMPORT = re.compile(r"^\s*(?:from\s+(\S+)\s+import\s+(.+)|import\s+(\S+))")
+
+
+def python_imports(path, package, is_module):
+    """The modules of gradagg a Python file imports, as dotted names ("gradagg.torch.common", "gradagg.torch"), with
+    their lines; text inside triple-quoted strings (the usage in a docstring) is not read. `is_module(name)` says
+    whether a dotted name is a module file, so that `from . import x` counts as importing x, not the package."""
+    found, in_string = [], False
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, 1):
+            quotes = line.count('"""') + line.count("'''")
+            if in_string or quotes:
+                in_string = in_string != (quotes % 2 == 1)
+                continue
+            match = PYTHON_IMPORT.match(line)
+            if not match:
+                continue
+            source, names, plain = match.groups()
+            if plain:
+                found.append((number, plain.split(" as ")[0].strip().rstrip(",")))
+                continue
+            if source.startswith("."):
+                dots = len(source) - len(source.lstrip("."))
+                parts = package.split(".")
+                base = parts[:len(parts) - dots + 1]
+                source = ".".join(base + ([source.lstrip(".")] if source.lstrip(".") else []))
+            modules = [f"{source}.{name.strip().split(' ')[0]}" for name in names.strip().strip("()").split(",")
+                       if name.strip()]
+            if modules and all(is_module(m) for m in modules):
+                found.extend((number, m) for m in modules)
+            else:
+                found.append((number, source))
+    return found
+
+
+def python_violations(root):
+    top = os.path.join(root, "python", "gradagg")
+    if not os.path.isdir(top):
+        return []
+    found, edges = [], {}
+
+    def is_module(name):
+        path = os.path.join(root, "python", *name.split("."))
+        return os.path.isfile(path + ".py") or os.path.isfile(os.path.join(path, "__init__.py"))
+
+    for directory, _, files in os.walk(top):
+        for file in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(directory, file)
+            relative = os.path.relpath(path, os.path.join(root, "python"))[:-3].replace(os.sep, ".")
+            module = relative[: -len(".__init__")] if relative.endswith(".__init__") else relative
+            package = module if file == "__init__.py" else module.rsplit(".", 1)[0]
+            in_torch = module.startswith("gradagg.torch.") or module == "gradagg.torch"
+            for number, target in python_imports(path, package, is_module):
+                where = f"{os.path.relpath(path, root)}:{number}"
+                if not target.startswith("gradagg.torch"):
+                    continue
+                if not in_torch and not file.startswith("torch_"):
+                    found.append(f"{where}: the core imports {target} of its PyTorch side")
+                elif in_torch and module != "gradagg.torch" and target == "gradagg.torch":
+                    found.append(f"{where}: {module} imports the package's front, gradagg.torch")
+                elif in_torch and module != "gradagg.torch":
+                    edges.setdefault(module, set()).add(target)
+    # A circle among gradagg/torch's modules: a module that reaches itself.
+    for start in sorted(edges):
+        seen, stack = set(), list(edges[start])
+        while stack:
+            current = stack.pop()
+            if current == start:
+                found.append(f"python/{start.replace('.', '/')}.py: its imports come back to it (a circle)")
+                break
+            if current not in seen:
+                seen.add(current)
+                stack.extend(edges.get(current, ()))
+    return found
+
+
 def main(argv):
     root = os.path.abspath(argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
-    found = violations(root)
+    found = violations(root) + python_violations(root)
     for line in found:
         print(line)
     print(f"check_layers: {len(found)} include(s) against the layers" if found else "check_layers: layers respected")

@@ -56,5 +56,33 @@ class CheckLayersTest(unittest.TestCase):
         self.assertEqual(check_layers.main(["check_layers.py", tree(CLEAN)]), 0)
 
 
+PYTHON = {
+    "python/gradagg/__init__.py": "from .aggregator import Aggregator\n",
+    "python/gradagg/aggregator.py": "import ctypes\n",
+    "python/gradagg/torch_adam.py": "from .torch.adamw import AdamW  # the older path\n",
+    "python/gradagg/torch/__init__.py": "from .ddp_hook import comm_hook\nfrom .adamw import AdamW\n",
+    "python/gradagg/torch/ddp_hook.py": '"""Usage:\n\n    import gradagg.torch\n"""\nfrom . import common\n',
+    "python/gradagg/torch/adamw.py": "import gradagg\nfrom .common import shared\n",
+    "python/gradagg/torch/common.py": "import torch\n",
+}
+
+
+class CheckPythonTest(unittest.TestCase):
+    def test_a_clean_package_passes(self):
+        self.assertEqual(check_layers.python_violations(tree(PYTHON)), [])
+
+    def test_the_core_reaching_torch_a_circle_and_the_front_are_named(self):
+        files = dict(PYTHON)
+        files["python/gradagg/aggregator.py"] += "from gradagg.torch.common import shared\n"   # the core reaching up
+        files["python/gradagg/torch/common.py"] += "from . import ddp_hook\n"                  # a circle
+        files["python/gradagg/torch/adamw.py"] += "from gradagg.torch import comm_hook\n"       # through the front
+        found = check_layers.python_violations(tree(files))
+        self.assertEqual(len(found), 4, found)  # each module on the circle is named
+        self.assertTrue(any(line.startswith("python/gradagg/aggregator.py:2:") for line in found), found)
+        self.assertEqual(sorted(line.split(":")[0] for line in found if "a circle" in line),
+                         ["python/gradagg/torch/common.py", "python/gradagg/torch/ddp_hook.py"])
+        self.assertTrue(any(line.startswith("python/gradagg/torch/adamw.py:3:") and "front" in line for line in found))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -5,9 +5,11 @@ optimizer; the resumed run must end bitwise where the uninterrupted one does.
   mpirun -np 2 python3 resume.py MODE STEPS DIRECTORY [DEVICE]
 
 MODE: whole (2 * STEPS steps), first (STEPS steps, then the checkpoint), resume (the checkpoint, then STEPS more
-steps), resume_without_hook_state (the same, the hook's state left out: must differ). Rank 0 writes the final
-parameters to DIRECTORY/MODE.pt. The model's forward order is not its parameter order, so DDP rebuilds its buckets
-after the first iteration: the resumed run's first step has DDP's first buckets, not the saved ones.
+steps), resume_without_hook_state (the same, the hook's state left out: must differ), resume_reset (the hook's
+state loaded with residuals="reset": the momentum kept, the carried error afresh, as on another topology). Rank 0
+writes the final parameters to DIRECTORY/MODE.pt. The model's forward order is not its parameter order, so DDP
+rebuilds its buckets after the first iteration: the resumed run's first step has DDP's first buckets, not the saved
+ones.
 """
 import os
 import sys
@@ -52,7 +54,11 @@ def main():
     # The second moment frozen after a 2-step warm-up, or (GRADAGG_TEST_SECOND_MOMENT=synced) each rank's own,
     # averaged over the ranks at steps 1, 2, 4, 8: its state is in the optimizer's state_dict.
     synced = os.environ.get("GRADAGG_TEST_SECOND_MOMENT") == "synced"
-    state = gradagg.torch.GradaggState(bits=1, momentum=0.9, warmup_steps=0 if synced else 2, warmup_bits=4)
+
+    def make_state(**options):
+        return gradagg.torch.GradaggState(bits=1, momentum=0.9, warmup_steps=0 if synced else 2, warmup_bits=4,
+                                          **options)
+    state = make_state()
     model.register_comm_hook(state, gradagg.torch.comm_hook)
     optimizer = gradagg.torch.AdamW(model.parameters(), state, lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1,
                                     max_grad_norm=1.0)
@@ -68,7 +74,20 @@ def main():
                 raise AssertionError("a checkpoint of other hook settings was taken")
             except ValueError as error:
                 assert "settings" in str(error), error
-            state.load_state_dict(checkpoint["gradagg"])
+            # Options that change no result (the deadline, timing) do not block a resume; one set through the
+            # environment that does (GRADAGG_BUCKET) does.
+            make_state(timeout_seconds=77, timing=True).load_state_dict(checkpoint["gradagg"])
+            os.environ["GRADAGG_BUCKET"] = "64"
+            try:
+                make_state().load_state_dict(checkpoint["gradagg"])
+                raise AssertionError("a checkpoint taken under another GRADAGG_BUCKET was taken")
+            except ValueError as error:
+                assert "settings" in str(error), error
+            finally:
+                del os.environ["GRADAGG_BUCKET"]
+        if mode in ("resume", "resume_reset"):
+            # resume_reset: the momentum kept, the carried error started afresh (another topology may load it)
+            state.load_state_dict(checkpoint["gradagg"], residuals="reset" if mode == "resume_reset" else "restore")
         first = checkpoint["step"]
     last = steps if mode == "first" else first + steps if mode.startswith("resume") else 2 * steps
     for step in range(first, last):
@@ -86,7 +105,8 @@ def main():
     assert all(torch.equal(gathered[0], other) for other in gathered[1:]), f"{mode}: ranks differ"
     if rank == 0:
         torch.save(flat, os.path.join(directory, f"{mode}.pt"))
-        print(f"resume: {mode}: {last - first} steps, {state.bits_per_element():.3f} bits per element")
+        bits = state.bits_per_element()  # None where nothing crossed nodes (one node)
+        print(f"resume: {mode}: {last - first} steps, {'-' if bits is None else f'{bits:.3f}'} bits per element")
     dist.destroy_process_group()
 
 

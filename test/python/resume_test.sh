@@ -39,4 +39,20 @@ if GRADAGG_RANKS_PER_NODE=0 timeout 120 "$mpiexec" -np 2 --oversubscribe -x GRAD
 fi
 grep -m1 "resume on the same one" "$directory/other_topology.txt" ||
   { cat "$directory/other_topology.txt"; echo "resume: FAILED: no clear refusal of another topology"; exit 1; }
+# The same checkpoint on that one node with residuals="reset": taken, the momentum kept (so it differs from the resume
+# without the hook's state there), the carried error started afresh.
+for mode in resume_reset resume_without_hook_state; do
+  GRADAGG_RANKS_PER_NODE=0 timeout 120 "$mpiexec" -np 2 --oversubscribe -x GRADAGG_RANKS_PER_NODE -x MASTER_PORT \
+    -x GRADAGG_TEST_SECOND_MOMENT "$python" "$here/resume.py" "$mode" 4 "$directory" "$device" ||
+    { echo "resume: FAILED: $mode on another topology"; exit 1; }
+done
+"$python" - "$directory" <<'EOF' || exit 1
+import sys
+import torch
+kept, fresh = (torch.load(f"{sys.argv[1]}/{m}.pt") for m in ("resume_reset", "resume_without_hook_state"))
+if torch.equal(kept, fresh):
+    print("resume: FAILED: residuals='reset' on another topology lost the momentum")
+    sys.exit(1)
+print(f"resume: another topology with residuals='reset': {int((kept != fresh).sum())} parameters differ from no hook state")
+EOF
 echo "resume: PASS"

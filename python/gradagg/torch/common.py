@@ -4,6 +4,8 @@ import os
 
 import torch
 
+from ..options import make_options
+
 # A hook's width when neither bits= nor GRADAGG_BITS gives one and it has no early phase (FSDP2's hook): the fewest
 # bits at which AdamW reached DDP's loss on every GPT measured at one width (10.8M to 152M parameters;
 # bench/results/gpt/). The DDP hook's default is 1 bit behind an automatic early phase at 2 (gradagg.torch). The
@@ -37,6 +39,19 @@ class HookTraffic:
         """Bits this rank sent across nodes per gradient element, averaged over every call so far (None before
         anything crossed nodes, as on one node)."""
         return 32.0 * self.bytes_sent / self.float_bytes if self.float_bytes else None
+
+
+# The Aggregator options that change what a hook returns, compared when a checkpoint is loaded; the others move the
+# same numbers differently (transport, staging) or only watch (deadline, timing, trace). ranks_per_node is the
+# topology, checked apart. The width is saved as it took effect.
+RESULT_OPTIONS = ("bucket_size", "error_feedback", "mean_threshold", "quantize_own_stripe", "piece_bytes")
+
+
+def result_options(options):
+    """The result-changing options as they take effect: the library's defaults and GRADAGG_* variables, then
+    `options`."""
+    effective = make_options({name: value for name, value in options.items() if name != "bits"})
+    return {name: int(getattr(effective, name)) for name in RESULT_OPTIONS}
 
 
 def options_without_width(options):

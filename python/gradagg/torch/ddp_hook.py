@@ -65,9 +65,10 @@ def comm_hook(state, bucket):
         if id(parameter) not in state._parameters:
             if state._parameters_complete:
                 raise UsageError(
-                    f"gradagg.torch.comm_hook (rank {gradagg.world()[0]}): a bucket holds a parameter that the model's first "
-                    "step did not have: one GradaggState is registered on a second DDP model (give each model a "
-                    "GradaggState of its own), or the model's parameters were replaced after its first step")
+                    f"gradagg.torch.comm_hook (rank {gradagg.world()[0]}): a bucket holds a parameter that the "
+                    "model's first step did not have: one GradaggState is registered on a second DDP model (give "
+                    "each model a GradaggState of its own), or the model's parameters were replaced after its first "
+                    "step")
             state._parameters[id(parameter)] = len(state._parameter_list)
             state._parameter_list.append(parameter)
     if bucket.is_last():

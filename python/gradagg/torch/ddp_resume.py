@@ -35,7 +35,8 @@ def resume(state):
             raise ValueError(f"gradagg.torch: the checkpoint was saved by rank {saved['topology'][0]} of "
                              f"{saved['topology'][1]} ({saved['topology'][2]} node(s) of {saved['topology'][3]}); this "
                              f"is rank {topology[0]} of {topology[1]} ({topology[2]} node(s) of {topology[3]}). The "
-                             "carried error belongs to one place in one topology: resume on the same one.")
+                             "carried error belongs to one place in one topology: resume on the same one, or load it "
+                             "with residuals='reset' to keep the momentum and start the carried error afresh.")
         warmup = state._early(state.calls[entry["index"]])
         if entry["residuals"] is not None and entry["aggregator"] == ("warmup" if warmup else "main"):
             aggregator.import_residuals({name: value.numpy() if torch.is_tensor(value) else value

@@ -9,7 +9,7 @@ import weakref
 import torch
 
 import gradagg
-from .common import HookTraffic, checkpoint_residuals, hook_options, options_without_width, width_given
+from .common import RESULT_OPTIONS, HookTraffic, checkpoint_residuals, hook_options, result_options, width_given
 
 # The DDP hook's default where no width is given (bits=, GRADAGG_BITS): AUTO_BITS in quantization buckets of
 # AUTO_BUCKET elements (unless bucket_size= or GRADAGG_BUCKET says), behind an early phase at EARLY_BITS that
@@ -184,15 +184,21 @@ class GradaggState(HookTraffic):
                 "buckets": buckets, "bytes_sent": self.bytes_sent, "float_bytes": self.float_bytes,
                 "early_steps": self.early_steps}
 
-    def load_state_dict(self, saved):
+    def load_state_dict(self, saved, residuals="restore"):
         """Resumes from state_dict() of this rank of an earlier run: call it before the first step. That step's
         buckets are aggregated as the saved run had them (DDP builds its first buckets afresh), so a run resumed from
-        a checkpoint is bitwise the uninterrupted one. The settings (bits, momentum, warm-up) must be the saved ones;
-        the number of ranks, nodes and ranks per node, and this rank's place, must be too (checked at that step): the
-        carried error is owed per node and stripe, so it has no meaning in another topology."""
+        a checkpoint is bitwise the uninterrupted one. The settings must be the saved ones: bits, momentum, warm-up,
+        and the options that change results as they take effect (given or GRADAGG_*: bucket size, error feedback,
+        threshold, own stripe, pieces; the deadline, timing, trace and transport may differ). The number of ranks,
+        nodes and ranks per node, and this rank's place, must be too (checked at that step): the carried error is
+        owed per node and stripe. residuals="reset" loads another topology's checkpoint, as DeepSpeed does: the
+        momentum and step counts are kept (the momentum is the same on every rank, so any rank's file serves), the
+        carried error starts afresh; the run then is not bitwise the uninterrupted one."""
         if not isinstance(saved, dict) or saved.get("format") != 1:
             raise ValueError("gradagg.torch: load_state_dict takes what GradaggState.state_dict() returned")
-        if saved["settings"] != self._settings():
+        if residuals not in ("restore", "reset"):
+            raise ValueError(f"gradagg.torch: residuals must be 'restore' or 'reset', not {residuals!r}")
+        if not self._same_settings(saved["settings"]):
             raise ValueError(f"gradagg.torch: the checkpoint's hook settings {saved['settings']} are not this "
                              f"GradaggState's {self._settings()} (the hook's default width and warm-up changed "
                              "once: a checkpoint of GradaggState() made before then resumes with bits=2)")
@@ -200,12 +206,26 @@ class GradaggState(HookTraffic):
             raise ValueError("gradagg.torch: load_state_dict must come before the first step")
         if self.warmup == "auto":  # after how many steps the early phase ended (None: saved while it went on)
             self.early_steps = saved.get("early_steps")
+        if residuals == "reset":
+            saved = dict(saved, topology=None, buckets=[dict(b, residuals=None) for b in saved["buckets"]])
         if saved["buckets"]:  # a state saved before any step owes nothing
             self._restore = saved
 
+    def _same_settings(self, saved):
+        """Whether a checkpoint's settings are this state's. One saved before the options were compared as they take
+        effect holds the options as given: their result-changing ones are compared as given."""
+        mine = self._settings()
+        if {name: value for name, value in saved.items() if name != "options"} != \
+                {name: value for name, value in mine.items() if name != "options"}:
+            return False
+        if set(saved["options"]) == set(RESULT_OPTIONS):
+            return saved["options"] == mine["options"]
+        given = {name: value for name, value in self.options.items() if name in RESULT_OPTIONS}
+        return {name: value for name, value in saved["options"].items() if name in RESULT_OPTIONS} == given
+
     def _settings(self):
         return {"bits": self.bits, "momentum": self.momentum, "warmup_steps": self.warmup,
-                "warmup_bits": self.warmup_bits, "options": options_without_width(self.options)}
+                "warmup_bits": self.warmup_bits, "options": result_options(self.options)}
 
 
 def _complete(waiting, owner):

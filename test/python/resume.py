@@ -85,6 +85,22 @@ def main():
                 assert "settings" in str(error), error
             finally:
                 del os.environ["GRADAGG_BUCKET"]
+            # The size of the pieces moves the same numbers (PiecesLeaveEveryBitAsItWas): it blocks nothing.
+            make_state(piece_bytes=1 << 16).load_state_dict(checkpoint["gradagg"])
+            # Checkpoints of earlier versions held the options under "options": as given, or for a
+            # while every result-changing one as it took effect (piece_bytes among them). Each one saved there
+            # that changes results is compared with its value now; the others block nothing.
+            settings = {k: v for k, v in checkpoint["gradagg"]["settings"].items() if k != "result_options"}
+            effective = checkpoint["gradagg"]["settings"]["result_options"]
+            for options, taken in (({}, True), ({"timing": True}, True), ({"bucket_size": 64}, False),
+                                   (dict(effective, piece_bytes=1 << 16), True),
+                                   (dict(effective, mean_threshold=effective["mean_threshold"] + 1), False)):
+                earlier = dict(checkpoint["gradagg"], settings=dict(settings, options=options))
+                try:
+                    make_state().load_state_dict(earlier)
+                    assert taken, f"an earlier checkpoint with options {options} was taken"
+                except ValueError as error:
+                    assert not taken and "settings" in str(error), (options, error)
         if mode in ("resume", "resume_reset"):
             # resume_reset: the momentum kept, the carried error started afresh (another topology may load it)
             state.load_state_dict(checkpoint["gradagg"], residuals="reset" if mode == "resume_reset" else "restore")

@@ -42,9 +42,9 @@ class HookTraffic:
 
 
 # The Aggregator options that change what a hook returns, compared when a checkpoint is loaded; the others move the
-# same numbers differently (transport, staging) or only watch (deadline, timing, trace). ranks_per_node is the
-# topology, checked apart. The width is saved as it took effect.
-RESULT_OPTIONS = ("bucket_size", "error_feedback", "mean_threshold", "quantize_own_stripe", "piece_bytes")
+# same numbers differently (transport, staging, the size of the pieces) or only watch (deadline, timing, trace).
+# ranks_per_node is the topology, checked apart. The width is saved as it took effect.
+RESULT_OPTIONS = ("bucket_size", "error_feedback", "mean_threshold", "quantize_own_stripe")
 
 
 def result_options(options):
@@ -54,10 +54,17 @@ def result_options(options):
     return {name: int(getattr(effective, name)) for name in RESULT_OPTIONS}
 
 
-def options_without_width(options):
-    """A hook's options for its checkpoint's settings: the width is saved once, as it took effect (given, from
-    GRADAGG_BITS or the default), not as it was asked for."""
-    return {name: value for name, value in sorted(options.items()) if name != "bits"}
+def same_settings(saved, mine):
+    """Whether a hook checkpoint's settings are `mine`: everything alike but the options, and the result-changing
+    options ("result_options", as they took effect) alike. Checkpoints of earlier versions held the options under
+    "options", as given or for a while as they took effect: each result-changing one there is compared with its value
+    now, and the rest block nothing."""
+    def rest(settings):
+        return {name: value for name, value in settings.items() if name not in ("options", "result_options")}
+    if rest(saved) != rest(mine):
+        return False
+    kept = saved.get("result_options", saved.get("options", {}))
+    return all(kept[name] == value for name, value in mine["result_options"].items() if name in kept)
 
 
 def checkpoint_residuals(aggregator):

@@ -9,7 +9,7 @@ import weakref
 import torch
 
 import gradagg
-from .common import RESULT_OPTIONS, HookTraffic, checkpoint_residuals, hook_options, result_options, width_given
+from .common import HookTraffic, checkpoint_residuals, hook_options, result_options, same_settings, width_given
 
 # The DDP hook's default where no width is given (bits=, GRADAGG_BITS): AUTO_BITS in quantization buckets of
 # AUTO_BUCKET elements (unless bucket_size= or GRADAGG_BUCKET says), behind an early phase at EARLY_BITS that
@@ -189,7 +189,7 @@ class GradaggState(HookTraffic):
         buckets are aggregated as the saved run had them (DDP builds its first buckets afresh), so a run resumed from
         a checkpoint is bitwise the uninterrupted one. The settings must be the saved ones: bits, momentum, warm-up,
         and the options that change results as they take effect (given or GRADAGG_*: bucket size, error feedback,
-        threshold, own stripe, pieces; the deadline, timing, trace and transport may differ). The number of ranks,
+        threshold, own stripe; the deadline, timing, trace, transport and pieces may differ). The number of ranks,
         nodes and ranks per node, and this rank's place, must be too (checked at that step): the carried error is
         owed per node and stripe. residuals="reset" loads another topology's checkpoint, as DeepSpeed does: the
         momentum and step counts are kept (the momentum is the same on every rank, so any rank's file serves), the
@@ -198,7 +198,7 @@ class GradaggState(HookTraffic):
             raise ValueError("gradagg.torch: load_state_dict takes what GradaggState.state_dict() returned")
         if residuals not in ("restore", "reset"):
             raise ValueError(f"gradagg.torch: residuals must be 'restore' or 'reset', not {residuals!r}")
-        if not self._same_settings(saved["settings"]):
+        if not same_settings(saved["settings"], self._settings()):
             raise ValueError(f"gradagg.torch: the checkpoint's hook settings {saved['settings']} are not this "
                              f"GradaggState's {self._settings()} (the hook's default width and warm-up changed "
                              "once: a checkpoint of GradaggState() made before then resumes with bits=2)")
@@ -211,21 +211,9 @@ class GradaggState(HookTraffic):
         if saved["buckets"]:  # a state saved before any step owes nothing
             self._restore = saved
 
-    def _same_settings(self, saved):
-        """Whether a checkpoint's settings are this state's. One saved before the options were compared as they take
-        effect holds the options as given: their result-changing ones are compared as given."""
-        mine = self._settings()
-        if {name: value for name, value in saved.items() if name != "options"} != \
-                {name: value for name, value in mine.items() if name != "options"}:
-            return False
-        if set(saved["options"]) == set(RESULT_OPTIONS):
-            return saved["options"] == mine["options"]
-        given = {name: value for name, value in self.options.items() if name in RESULT_OPTIONS}
-        return {name: value for name, value in saved["options"].items() if name in RESULT_OPTIONS} == given
-
     def _settings(self):
         return {"bits": self.bits, "momentum": self.momentum, "warmup_steps": self.warmup,
-                "warmup_bits": self.warmup_bits, "options": result_options(self.options)}
+                "warmup_bits": self.warmup_bits, "result_options": result_options(self.options)}
 
 
 def _complete(waiting, owner):

@@ -37,7 +37,7 @@ import torch
 
 import gradagg
 from gradagg.options import make_options
-from .common import HookTraffic, checkpoint_residuals, hook_options, options_without_width
+from .common import HookTraffic, checkpoint_residuals, hook_options, result_options, same_settings
 
 
 def shard_group_mismatch(members, rank, shard_size):
@@ -171,7 +171,7 @@ class FSDPGradaggState(HookTraffic):
         if not isinstance(saved, dict) or saved.get("format") != 1:
             raise ValueError(f"gradagg.torch: rank {self.rank}: load_state_dict takes what FSDPGradaggState."
                              "state_dict() returned")
-        if saved["settings"] != self._settings() or saved["rank"] != self.rank:
+        if not same_settings(saved["settings"], self._settings()) or saved["rank"] != self.rank:
             raise ValueError(f"gradagg.torch: rank {self.rank}: the checkpoint is rank {saved['rank']}'s with "
                              f"{saved['settings']}, not this state's {self._settings()}")
         if self.calls:
@@ -181,7 +181,7 @@ class FSDPGradaggState(HookTraffic):
 
     def _settings(self):
         return {"shard_size": self.shard_size, "nodes": self.nodes, "momentum": self.momentum, "bits": self.bits,
-                "options": options_without_width(self.options)}
+                "result_options": result_options(self.options)}
 
     def momentum_of(self, parameter):
         """The hook's momentum of `parameter`'s local shard (a view of its module's), or None before its first step:

@@ -19,6 +19,7 @@ is not checked, and neither is test/, which may reach every layer.
 
   test/layering/check_layers.py [ROOT]        prints each violation as FILE:LINE: ..., exits 1 if there is any
 """
+import ast
 import os
 import re
 import sys
@@ -65,39 +66,26 @@ def violations(root):
     return found
 
 
-PYTHON_IMPORT = re.compile(r"^\s*(?:from\s+(\S+)\s+import\s+(.+)|import\s+(\S+))")
-
-
 def python_imports(path, package, is_module):
     """The modules of gradagg a Python file imports, as dotted names ("gradagg.torch.common", "gradagg.torch"), with
-    their lines; text inside triple-quoted strings (the usage in a docstring) is not read. `is_module(name)` says
-    whether a dotted name is a module file, so that `from . import x` counts as importing x, not the package."""
-    found, in_string = [], False
+    their lines, read as Python reads them (ast: imports over several lines, several names, relative levels).
+    `is_module(name)` says whether a dotted name is a module file, so that `from . import x` counts as importing x,
+    and `from . import Name` as importing the package."""
     with open(path, encoding="utf-8", errors="replace") as f:
-        for number, line in enumerate(f, 1):
-            quotes = line.count('"""') + line.count("'''")
-            if in_string or quotes:
-                in_string = in_string != (quotes % 2 == 1)
-                continue
-            match = PYTHON_IMPORT.match(line)
-            if not match:
-                continue
-            source, names, plain = match.groups()
-            if plain:
-                found.append((number, plain.split(" as ")[0].strip().rstrip(",")))
-                continue
-            if source.startswith("."):
-                dots = len(source) - len(source.lstrip("."))
+        tree = ast.parse(f.read(), filename=path)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            source = node.module or ""
+            if node.level:
                 parts = package.split(".")
-                base = parts[:len(parts) - dots + 1]
-                source = ".".join(base + ([source.lstrip(".")] if source.lstrip(".") else []))
-            modules = [f"{source}.{name.strip().split(' ')[0]}" for name in names.strip().strip("()").split(",")
-                       if name.strip()]
-            if modules and all(is_module(m) for m in modules):
-                found.extend((number, m) for m in modules)
-            else:
-                found.append((number, source))
-    return found
+                source = ".".join(parts[:len(parts) - node.level + 1] + ([source] if source else []))
+            for alias in node.names:
+                name = f"{source}.{alias.name}"
+                found.add((node.lineno, name if is_module(name) else source))
+    return sorted(found)
 
 
 def python_violations(root):
@@ -119,7 +107,7 @@ def python_violations(root):
             in_torch = module.startswith("gradagg.torch.") or module == "gradagg.torch"
             for number, target in python_imports(path, package, is_module):
                 where = f"{os.path.relpath(path, root)}:{number}"
-                if not target.startswith("gradagg.torch"):
+                if target != "gradagg.torch" and not target.startswith("gradagg.torch."):
                     continue
                 if not in_torch and not file.startswith("torch_"):
                     found.append(f"{where}: the core imports {target} of its PyTorch side")

@@ -83,6 +83,19 @@ class CheckPythonTest(unittest.TestCase):
                          ["python/gradagg/torch/common.py", "python/gradagg/torch/ddp_hook.py"])
         self.assertTrue(any(line.startswith("python/gradagg/torch/adamw.py:3:") and "front" in line for line in found))
 
+    def test_imports_are_read_as_python_reads_them(self):
+        files = dict(PYTHON)
+        # Clean: an import split over lines, names resolved one by one, a module whose name only begins alike.
+        files["python/gradagg/torch/adamw.py"] += "from . import (\n    common,\n)\n"
+        files["python/gradagg/torch/ddp_hook.py"] += "from .. import aggregator, Aggregator\n"
+        files["python/gradagg/aggregator.py"] += "import gradagg.torch_adam\n"
+        self.assertEqual(check_layers.python_violations(tree(files)), [])
+        # The core reaching up from the second name of one import, and from a second line.
+        files["python/gradagg/aggregator.py"] += "import os, gradagg.torch\nfrom gradagg.torch.common import (\n    shared)\n"
+        found = check_layers.python_violations(tree(files))
+        self.assertEqual(sorted(line.split(": ")[0] for line in found),
+                         ["python/gradagg/aggregator.py:3", "python/gradagg/aggregator.py:4"], found)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -38,7 +38,7 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
                      " bytes");
   GRADAGG_CUDA_CHECK(cudaGetDevice(&device_));
   GRADAGG_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device_));
-  pulledBlocks_ = tuning.twoShotBlocks > 0 ? std::min(multiprocessors_, tuning.twoShotBlocks)
+  twoShotBlocks_ = tuning.twoShotBlocks > 0 ? std::min(multiprocessors_, tuning.twoShotBlocks)
                                            : std::min(kMaxBlocks, multiprocessors_);
 
   // 1. This rank's peer memory, control block zeroed before any peer can see it.

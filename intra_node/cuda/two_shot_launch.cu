@@ -49,7 +49,7 @@ void PeerGroup::LaunchTwoShot(const TwoShotCall& call, ElementType type, cudaStr
   args.order = config_.peerOrder;
   args.barrier = Barrier();
   const size_t perBlock = static_cast<size_t>(config_.threads) * (16 / elementBytes);
-  const int most = config_.blocks > 0 ? config_.blocks : pulledBlocks_;
+  const int most = config_.blocks > 0 ? config_.blocks : twoShotBlocks_;
   const int blocks = static_cast<int>(std::clamp<size_t>((call.largestShard + perBlock - 1) / perBlock, 1, most));
   const bool dependent = Dependent(CallBytes(call, elementBytes));
   cuda_detail::WithElementType(type, [&](auto element) {

@@ -526,6 +526,29 @@ def check_pairing_without_heap_search(rank):
         gc.get_objects = real
 
 
+def check_distributed_checkpoint(rank):
+    """torch.distributed.checkpoint (PyTorch 2.2+) keeps one copy of what every rank holds under one name, and
+    initialises an optimizer by a step at lr 0 on zero gradients: gradagg's per-rank states (each rank's second
+    moment, the carried error) would be lost or stepped wrongly. Refused, before and after training, with what to use
+    instead."""
+    try:
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+    except ImportError:
+        return
+    words = ["torch.distributed.checkpoint", "torch.save", f"rank {rank}"]
+    hook = gradagg.torch.GradaggState(bits=1, momentum=0.9)
+    model, ddp = model_and_ddp()
+    ddp.register_comm_hook(hook, gradagg.torch.comm_hook)
+    optimizer = gradagg.torch.AdamW(model.parameters(), hook)
+    expect_error("DCP's optimizer state before a step", lambda: get_optimizer_state_dict(ddp, optimizer), words)
+    model, optimizer = train(rank, lambda m: gradagg.torch.AdamW(m.parameters(), hook), hook, steps=2)
+    expect_error("DCP's optimizer state after training", lambda: get_optimizer_state_dict(model, optimizer), words)
+    expect_error("the hook's state saved by DCP",
+                 lambda: dcp.save({"hook": hook}, checkpoint_id=f"/tmp/gradagg_dcp_{os.getpid()}"), words)
+    close(hook)
+
+
 def main():
     return torch_checks.run("python_torch_adam_test", [
         ("same as torch", lambda rank, size: check_same_as_torch(rank)),
@@ -538,7 +561,8 @@ def main():
         ("guard", check_guard),
         ("no warnings", lambda rank, size: check_no_warnings(rank)),
         ("pairing without a heap search", lambda rank, size: check_pairing_without_heap_search(rank)),
-        ("late parameter", lambda rank, size: check_late_parameter(rank))], 29521)
+        ("late parameter", lambda rank, size: check_late_parameter(rank)),
+        ("distributed checkpoint", lambda rank, size: check_distributed_checkpoint(rank))], 29521)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import math
 
 import torch
 
+from .common import refuse_distributed_checkpoint
 from .second_moment import SecondMoment, local_shard, second_moment_policy
 from .step_guard import StepGuard
 
@@ -173,12 +174,14 @@ class AdamW(SecondMoment, StepGuard, torch.optim.Optimizer):
                            states, [s["previous"] for s in states], [s.get("exp_avg_sq") for s in states])
 
     def state_dict(self):
+        refuse_distributed_checkpoint("gradagg.torch.AdamW")
         saved = super().state_dict()
         saved["gradagg"] = {"guard": dict(self._guard), "events": list(self.events), "policy": self.policy,
                             "variance_bits": self.variance_bits}
         return saved
 
     def load_state_dict(self, state_dict):
+        refuse_distributed_checkpoint("gradagg.torch.AdamW")
         state_dict = dict(state_dict)
         ours = state_dict.pop("gradagg", None)
         if ours is not None and ours["policy"] != self.policy:
@@ -213,6 +216,7 @@ class AdamW(SecondMoment, StepGuard, torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
+        refuse_distributed_checkpoint("gradagg.torch.AdamW")  # it makes an optimizer's state by a step at lr 0
         loss = None
         if closure is not None:
             with torch.enable_grad():

@@ -1,9 +1,12 @@
 """What gradagg's PyTorch hooks share, under DDP (ddp_state.py), FSDP2 (fsdp.py) and local steps (local_steps.py): the
 width rule, the count of what crossed the nodes, and the checkpoint form of an Aggregator's carried error."""
 import os
+import sys
 
 import torch
 
+from ..errors import UsageError
+from ..lifecycle import world
 from ..options import make_options
 
 # A hook's width when neither bits= nor GRADAGG_BITS gives one and it has no early phase (FSDP2's hook): the fewest
@@ -74,3 +77,21 @@ def checkpoint_residuals(aggregator):
         return None
     residuals = aggregator.export_residuals()
     return dict(residuals, stripe=torch.from_numpy(residuals["stripe"]), own=torch.from_numpy(residuals["own"]))
+
+
+def refuse_distributed_checkpoint(what):
+    """Raises UsageError where torch.distributed.checkpoint (DCP) is the caller. DCP keeps one copy of what every rank
+    holds under one name, and gradagg's states are each rank's own (the carried quantization error per node and
+    stripe, each rank's second moment); it also makes an optimizer's state by a step at lr 0 on zero gradients, which
+    no hook aggregated. Each rank saves its own with torch.save instead."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get("__name__", "").startswith("torch.distributed.checkpoint"):
+            rank = world()[0]
+            raise UsageError(
+                f"{what} (rank {rank}): torch.distributed.checkpoint cannot hold its state: that is each rank's own "
+                "(the carried quantization error, each rank's second moment), and DCP keeps one copy of what the "
+                "ranks hold under one name. Save it on every rank with torch.save, beside the model (which DCP may "
+                "still hold): torch.save({'optimizer': optimizer.state_dict(), 'gradagg': state.state_dict()}, "
+                "f'checkpoint_rank{rank}.pt') (docs/python.md, \"Checkpoints\")")
+        frame = frame.f_back

@@ -9,7 +9,8 @@ import weakref
 import torch
 
 import gradagg
-from .common import HookTraffic, checkpoint_residuals, hook_options, result_options, same_settings, width_given
+from .common import (HookTraffic, checkpoint_residuals, hook_options, refuse_distributed_checkpoint, result_options,
+                     same_settings, width_given)
 
 # The DDP hook's default where no width is given (bits=, GRADAGG_BITS): AUTO_BITS in quantization buckets of
 # AUTO_BUCKET elements (unless bucket_size= or GRADAGG_BUCKET says), behind an early phase at EARLY_BITS that
@@ -168,6 +169,7 @@ class GradaggState(HookTraffic):
         """What the hook owes between steps, for torch.save beside the model and optimizer (each rank saves its own):
         every bucket's carried quantization error (in its Aggregator's layout), momentum and call count, and the
         bytes sent. Call it between steps (after optimizer.step())."""
+        refuse_distributed_checkpoint("gradagg.torch.GradaggState")
         live = next(iter(self.aggregators.values()), None)
         buckets = []
         for index, key in sorted(self.keys.items()):
@@ -194,6 +196,7 @@ class GradaggState(HookTraffic):
         owed per node and stripe. residuals="reset" loads another topology's checkpoint, as DeepSpeed does: the
         momentum and step counts are kept (the momentum is the same on every rank, so any rank's file serves), the
         carried error starts afresh; the run then is not bitwise the uninterrupted one."""
+        refuse_distributed_checkpoint("gradagg.torch.GradaggState")
         if not isinstance(saved, dict) or saved.get("format") != 1:
             raise ValueError("gradagg.torch: load_state_dict takes what GradaggState.state_dict() returned")
         if residuals not in ("restore", "reset"):

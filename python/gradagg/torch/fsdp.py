@@ -37,7 +37,8 @@ import torch
 
 import gradagg
 from gradagg.options import make_options
-from .common import HookTraffic, checkpoint_residuals, hook_options, result_options, same_settings
+from .common import (HookTraffic, checkpoint_residuals, hook_options, refuse_distributed_checkpoint, result_options,
+                     same_settings)
 
 
 def shard_group_mismatch(members, rank, shard_size):
@@ -140,6 +141,7 @@ class FSDPGradaggState(HookTraffic):
         """What the hook owes between steps, for torch.save beside the model and optimizer (each rank saves its own):
         every module's carried quantization error, momentum and call count, and the bytes sent. Call it between
         steps."""
+        refuse_distributed_checkpoint("gradagg.torch.FSDPGradaggState")
         if self._pending:
             self._commit()
         modules = []
@@ -168,6 +170,7 @@ class FSDPGradaggState(HookTraffic):
         """Resumes from state_dict() of this rank of an earlier run with the same settings and ranks: call it before
         the first step. Each module's next call starts from the saved error and momentum, so the run goes on bitwise
         as the saved one would have."""
+        refuse_distributed_checkpoint("gradagg.torch.FSDPGradaggState")
         if not isinstance(saved, dict) or saved.get("format") != 1:
             raise ValueError(f"gradagg.torch: rank {self.rank}: load_state_dict takes what FSDPGradaggState."
                              "state_dict() returned")

@@ -34,7 +34,7 @@ import torch.distributed as dist
 import gradagg
 from gradagg import lifecycle
 from gradagg.errors import UsageError
-from .common import HookTraffic, checkpoint_residuals, width_given
+from .common import HookTraffic, checkpoint_residuals, refuse_distributed_checkpoint, width_given
 
 # DiLoCo's outer optimizer (Douillard et al., 2023): Nesterov SGD at lr 0.7, momentum 0.9, constant.
 OUTER_LR = 0.7
@@ -292,6 +292,7 @@ class LocalSteps(HookTraffic):
         count, this rank's trainable parameters (the nodes' differ between synchronisations), the anchor, each outer
         optimizer's state, the carried quantization error, and an exchange in flight (waited for here: its result is
         saved and applied at its step, as it would have been)."""
+        refuse_distributed_checkpoint("gradagg.torch.LocalSteps")
         for fragment in self.fragments:
             self._land(fragment)
         return {"format": FORMAT, "settings": self._settings(), "steps": self.steps,
@@ -308,6 +309,7 @@ class LocalSteps(HookTraffic):
         """Resumes from state_dict() of this rank of an earlier run with the same settings and topology, the
         model's trainable parameters included (LocalSteps() copied rank 0's over them), so that the run goes on
         bitwise as the one that saved it once the inner optimizer is restored too."""
+        refuse_distributed_checkpoint("gradagg.torch.LocalSteps")
         if not isinstance(saved, dict) or saved.get("format") != FORMAT:
             raise UsageError("gradagg.torch.LocalSteps: load_state_dict takes what LocalSteps.state_dict() returned")
         if saved["settings"] != self._settings():

@@ -39,7 +39,7 @@ PeerGroup::PeerGroup(int rank, std::vector<std::string> names, GroupAllGather al
   GRADAGG_CUDA_CHECK(cudaGetDevice(&device_));
   GRADAGG_CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, device_));
   twoShotBlocks_ = tuning.twoShotBlocks > 0 ? std::min(multiprocessors_, tuning.twoShotBlocks)
-                                           : std::min(kMaxBlocks, multiprocessors_);
+                                            : std::min(kMaxBlocks, multiprocessors_);
 
   // 1. This rank's peer memory, control block zeroed before any peer can see it.
   // An inbox slot holds the signature packet and one 8-byte packet per 4 bytes of data: the one-shot's whole message,

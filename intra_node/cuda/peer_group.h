@@ -219,7 +219,7 @@ class PeerGroup {
   int pushBlocks_ = 0;  // all-push blocks at most, which the push inbox is laid out for
   size_t pushChunkVectors_ = 0;
   size_t pushMinBytes_ = 0;  // all-push reductions of at least this many bytes (the rest pull)
-  int twoShotBlocks_ = 1;     // blocks of a pulled two-shot unless the config sets them
+  int twoShotBlocks_ = 1;    // blocks of a pulled two-shot unless the config sets them
   std::vector<Registration> registrations_;
   Registration staging_;  // the staging area of every rank
 

@@ -91,7 +91,8 @@ class CheckPythonTest(unittest.TestCase):
         files["python/gradagg/aggregator.py"] += "import gradagg.torch_adam\n"
         self.assertEqual(check_layers.python_violations(tree(files)), [])
         # The core reaching up from the second name of one import, and from a second line.
-        files["python/gradagg/aggregator.py"] += "import os, gradagg.torch\nfrom gradagg.torch.common import (\n    shared)\n"
+        files["python/gradagg/aggregator.py"] += ("import os, gradagg.torch\n"
+                                                  "from gradagg.torch.common import (\n    shared)\n")
         found = check_layers.python_violations(tree(files))
         self.assertEqual(sorted(line.split(": ")[0] for line in found),
                          ["python/gradagg/aggregator.py:3", "python/gradagg/aggregator.py:4"], found)

@@ -92,15 +92,18 @@ def main():
             # that changes results is compared with its value now; the others block nothing.
             settings = {k: v for k, v in checkpoint["gradagg"]["settings"].items() if k != "result_options"}
             effective = checkpoint["gradagg"]["settings"]["result_options"]
-            for options, taken in (({}, True), ({"timing": True}, True), ({"bucket_size": 64}, False),
-                                   (dict(effective, piece_bytes=1 << 16), True),
-                                   (dict(effective, mean_threshold=effective["mean_threshold"] + 1), False)):
+            # (saved, given now, taken): an option given now that the checkpoint lacks must be the default.
+            for options, now, taken in (({}, {}, True), ({"timing": True}, {}, True), ({"bucket_size": 64}, {}, False),
+                                        ({}, {"bucket_size": 64}, False),
+                                        ({}, {"bucket_size": effective["bucket_size"]}, True),
+                                        (dict(effective, piece_bytes=1 << 16), {}, True),
+                                        (dict(effective, mean_threshold=effective["mean_threshold"] + 1), {}, False)):
                 earlier = dict(checkpoint["gradagg"], settings=dict(settings, options=options))
                 try:
-                    make_state().load_state_dict(earlier)
-                    assert taken, f"an earlier checkpoint with options {options} was taken"
+                    make_state(**now).load_state_dict(earlier)
+                    assert taken, f"an earlier checkpoint with options {options} was taken with {now}"
                 except ValueError as error:
-                    assert not taken and "settings" in str(error), (options, error)
+                    assert not taken and "settings" in str(error), (options, now, error)
         if mode in ("resume", "resume_reset"):
             # resume_reset: the momentum kept, the carried error started afresh (another topology may load it)
             state.load_state_dict(checkpoint["gradagg"], residuals="reset" if mode == "resume_reset" else "restore")

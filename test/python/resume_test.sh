@@ -37,8 +37,8 @@ if torch.equal(whole, fresh):
 if torch.equal(reset, whole) or torch.equal(reset, fresh):
     print("resume: FAILED: residuals='reset' kept the carried error or lost the momentum")
     sys.exit(1)
-print(f"resume: residuals='reset' on the same topology: {int((reset != whole).sum())} differ from the uninterrupted run, "
-      f"{int((reset != fresh).sum())} from no hook state")
+print(f"resume: residuals='reset' on the same topology: {int((reset != whole).sum())} differ from the "
+      f"uninterrupted run, {int((reset != fresh).sum())} from no hook state")
 EOF
 # The checkpoint of 2 nodes loaded by 2 ranks of one node: refused at the first step, on every rank, saying why.
 if GRADAGG_RANKS_PER_NODE=0 timeout 120 "$mpiexec" -np 2 --oversubscribe -x GRADAGG_RANKS_PER_NODE -x MASTER_PORT \

@@ -540,12 +540,26 @@ def check_distributed_checkpoint(rank):
     hook = gradagg.torch.GradaggState(bits=1, momentum=0.9)
     model, ddp = model_and_ddp()
     ddp.register_comm_hook(hook, gradagg.torch.comm_hook)
-    optimizer = gradagg.torch.AdamW(model.parameters(), hook)
+    optimizer = gradagg.torch.AdamW(model.parameters(), hook, lr=0.01)
     expect_error("DCP's optimizer state before a step", lambda: get_optimizer_state_dict(ddp, optimizer), words)
+    # DCP's step at lr 0 was left undone, so that DCP put the lr back: the optimizer trains on.
+    assert optimizer.param_groups[0]["lr"] == 0.01 and not optimizer.state, "DCP's refusal changed the optimizer"
+    assert all(p.grad is None for p in model.parameters()), "DCP's zero gradients were left behind"
     model, optimizer = train(rank, lambda m: gradagg.torch.AdamW(m.parameters(), hook), hook, steps=2)
     expect_error("DCP's optimizer state after training", lambda: get_optimizer_state_dict(model, optimizer), words)
-    expect_error("the hook's state saved by DCP",
-                 lambda: dcp.save({"hook": hook}, checkpoint_id=f"/tmp/gradagg_dcp_{os.getpid()}"), words)
+    directory = f"/tmp/gradagg_dcp_{os.getpid()}"
+    expect_error("the hook's state saved by DCP", lambda: dcp.save({"hook": hook}, checkpoint_id=directory), words)
+
+    class PerRank:  # what the message asks for: a state of the user's own that DCP calls saves gradagg's per rank
+        def state_dict(self):
+            torch.save({"optimizer": optimizer.state_dict(), "gradagg": hook.state_dict()}, f"{directory}.{rank}.pt")
+            return {"model": model.state_dict()}
+
+        def load_state_dict(self, saved):
+            pass
+
+    dcp.save({"app": PerRank()}, checkpoint_id=directory + "_app")
+    assert os.path.exists(f"{directory}.{rank}.pt"), "the user's own per-rank save under DCP was refused"
     close(hook)
 
 

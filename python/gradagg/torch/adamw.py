@@ -33,7 +33,7 @@ import math
 
 import torch
 
-from .common import refuse_distributed_checkpoint
+from .common import distributed_checkpoint_calls, refuse_distributed_checkpoint
 from .second_moment import SecondMoment, local_shard, second_moment_policy
 from .step_guard import StepGuard
 
@@ -216,7 +216,10 @@ class AdamW(SecondMoment, StepGuard, torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        refuse_distributed_checkpoint("gradagg.torch.AdamW")  # it makes an optimizer's state by a step at lr 0
+        if distributed_checkpoint_calls() == "_init_optim_state":
+            # DCP's step at lr 0 on zero gradients, to make a state: left undone, so that DCP can put its lr back;
+            # state_dict() or load_state_dict(), which DCP calls next, refuses
+            return None
         loss = None
         if closure is not None:
             with torch.enable_grad():

@@ -57,17 +57,22 @@ def result_options(options):
     return {name: int(getattr(effective, name)) for name in RESULT_OPTIONS}
 
 
-def same_settings(saved, mine):
+def same_settings(saved, mine, given):
     """Whether a hook checkpoint's settings are `mine`: everything alike but the options, and the result-changing
     options ("result_options", as they took effect) alike. Checkpoints of earlier versions held the options under
-    "options", as given or for a while as they took effect: each result-changing one there is compared with its value
-    now, and the rest block nothing."""
+    "options", as given (or for a while as they took effect): each result-changing one there is compared with its
+    value now, and one `given` now that the checkpoint lacks must take effect as the library's default does."""
     def rest(settings):
         return {name: value for name, value in settings.items() if name not in ("options", "result_options")}
     if rest(saved) != rest(mine):
         return False
-    kept = saved.get("result_options", saved.get("options", {}))
-    return all(kept[name] == value for name, value in mine["result_options"].items() if name in kept)
+    effective = mine["result_options"]
+    if "result_options" in saved:
+        kept = saved["result_options"]
+        return all(kept[name] == value for name, value in effective.items() if name in kept)
+    kept, default = saved.get("options", {}), result_options({})
+    return all(kept[name] == value if name in kept else name not in given or value == default[name]
+               for name, value in effective.items())
 
 
 def checkpoint_residuals(aggregator):
@@ -79,19 +84,32 @@ def checkpoint_residuals(aggregator):
     return dict(residuals, stripe=torch.from_numpy(residuals["stripe"]), own=torch.from_numpy(residuals["own"]))
 
 
-def refuse_distributed_checkpoint(what):
-    """Raises UsageError where torch.distributed.checkpoint (DCP) is the caller. DCP keeps one copy of what every rank
-    holds under one name, and gradagg's states are each rank's own (the carried quantization error per node and
-    stripe, each rank's second moment); it also makes an optimizer's state by a step at lr 0 on zero gradients, which
-    no hook aggregated. Each rank saves its own with torch.save instead."""
+# Modules between a gradagg state's method and whoever called it: torch's optimizer wrappers, decorators.
+_PASSED_THROUGH = ("gradagg.", "torch.optim.", "torch.utils._contextlib", "torch._dynamo", "torch._compile",
+                   "functools", "contextlib", "typing_extensions")
+
+
+def distributed_checkpoint_calls():
+    """The function of torch.distributed.checkpoint (DCP) that called the gradagg method running this, or None where
+    someone else did (a user's own state_dict() that DCP calls in turn is the user's, not DCP's)."""
     frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_globals.get("__name__", "").startswith("torch.distributed.checkpoint"):
-            rank = world()[0]
-            raise UsageError(
-                f"{what} (rank {rank}): torch.distributed.checkpoint cannot hold its state: that is each rank's own "
-                "(the carried quantization error, each rank's second moment), and DCP keeps one copy of what the "
-                "ranks hold under one name. Save it on every rank with torch.save, beside the model (which DCP may "
-                "still hold): torch.save({'optimizer': optimizer.state_dict(), 'gradagg': state.state_dict()}, "
-                "f'checkpoint_rank{rank}.pt') (docs/python.md, \"Checkpoints\")")
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(_PASSED_THROUGH):
         frame = frame.f_back
+    module = "" if frame is None else frame.f_globals.get("__name__", "")
+    dcp = module == "torch.distributed.checkpoint" or module.startswith("torch.distributed.checkpoint.")
+    return frame.f_code.co_name if dcp else None
+
+
+def refuse_distributed_checkpoint(what):
+    """Raises UsageError where torch.distributed.checkpoint (DCP) calls `what`'s state_dict() or load_state_dict(). DCP
+    keeps one copy of what every rank holds under one name, and gradagg's states are each rank's own (the carried
+    quantization error per node and stripe, each rank's second moment). Each rank saves its own with torch.save."""
+    if distributed_checkpoint_calls() is None:
+        return
+    rank = world()[0]
+    raise UsageError(
+        f"{what} (rank {rank}): torch.distributed.checkpoint cannot hold its state: that is each rank's own (the "
+        "carried quantization error, each rank's second moment), and DCP keeps one copy of what the ranks hold under "
+        "one name. Save it on every rank with torch.save, beside the model (which DCP may still hold): "
+        "torch.save({'optimizer': optimizer.state_dict(), 'gradagg': state.state_dict()}, "
+        "f'checkpoint_rank{rank}.pt') (docs/python.md, \"Checkpoints\")")

@@ -201,7 +201,7 @@ class GradaggState(HookTraffic):
             raise ValueError("gradagg.torch: load_state_dict takes what GradaggState.state_dict() returned")
         if residuals not in ("restore", "reset"):
             raise ValueError(f"gradagg.torch: residuals must be 'restore' or 'reset', not {residuals!r}")
-        if not same_settings(saved["settings"], self._settings()):
+        if not same_settings(saved["settings"], self._settings(), self.options):
             raise ValueError(f"gradagg.torch: the checkpoint's hook settings {saved['settings']} are not this "
                              f"GradaggState's {self._settings()} (the hook's default width and warm-up changed "
                              "once: a checkpoint of GradaggState() made before then resumes with bits=2)")

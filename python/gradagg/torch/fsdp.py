@@ -174,7 +174,7 @@ class FSDPGradaggState(HookTraffic):
         if not isinstance(saved, dict) or saved.get("format") != 1:
             raise ValueError(f"gradagg.torch: rank {self.rank}: load_state_dict takes what FSDPGradaggState."
                              "state_dict() returned")
-        if not same_settings(saved["settings"], self._settings()) or saved["rank"] != self.rank:
+        if not same_settings(saved["settings"], self._settings(), self.options) or saved["rank"] != self.rank:
             raise ValueError(f"gradagg.torch: rank {self.rank}: the checkpoint is rank {saved['rank']}'s with "
                              f"{saved['settings']}, not this state's {self._settings()}")
         if self.calls:

@@ -6,7 +6,8 @@
 # as NODES ranks of 32 do under --corpus), every run at once, sharing the GPU. Each RUNS_* is gpt.sh's RUNS.
 #   bench/rounds/local_steps.sh CARRY_DIR OUT
 # Environment: RUNS_LOCAL, RUNS_ONE, NODES (default 4), EXTRA (options for every run), LIMIT (seconds a run), TESTS
-# (0 skips the tests: a second round on a machine still warm). A corpus left by an earlier round on the same machine
+# (0 skips the tests: a second round on a machine still warm), GPUS and GPUS_ONE (gpt.sh's GPUS for the runs of
+# RUNS_LOCAL and of RUNS_ONE; GPUS_ONE defaults to GPUS). A corpus left by an earlier round on the same machine
 # is kept; its size and SHA-256 are printed again.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -32,7 +33,8 @@ done
 extra="--corpus $corpus ${EXTRA:-}"
 [ -z "${RUNS_LOCAL:-}" ] || RUNS="$RUNS_LOCAL" NP=$nodes JOBS=8 PORT=29900 EXTRA="$extra" \
   "$root/bench/rounds/gpt.sh" "$carry" "$out/local" &
-[ -z "${RUNS_ONE:-}" ] || RUNS="$RUNS_ONE" NP=1 JOBS=8 PORT=29950 EXTRA="$extra --batch $((32 * nodes))" \
+[ -z "${RUNS_ONE:-}" ] || GPUS="${GPUS_ONE:-${GPUS:-}}" RUNS="$RUNS_ONE" NP=1 JOBS=8 PORT=29950 \
+  EXTRA="$extra --batch $((32 * nodes))" \
   "$root/bench/rounds/gpt.sh" "$carry" "$out/one" &
 wait
 cat "$out"/local/summary.txt "$out"/one/summary.txt 2>/dev/null | tee -a "$out/summary.txt"

@@ -88,6 +88,11 @@ def python_imports(path, package, is_module):
     return sorted(found)
 
 
+def on_torch_side(module):
+    """Whether a dotted module name is gradagg.torch or one of its modules (gradagg.torch_adam is not)."""
+    return module == "gradagg.torch" or module.startswith("gradagg.torch.")
+
+
 def python_violations(root):
     top = os.path.join(root, "python", "gradagg")
     if not os.path.isdir(top):
@@ -104,10 +109,10 @@ def python_violations(root):
             relative = os.path.relpath(path, os.path.join(root, "python"))[:-3].replace(os.sep, ".")
             module = relative[: -len(".__init__")] if relative.endswith(".__init__") else relative
             package = module if file == "__init__.py" else module.rsplit(".", 1)[0]
-            in_torch = module.startswith("gradagg.torch.") or module == "gradagg.torch"
+            in_torch = on_torch_side(module)
             for number, target in python_imports(path, package, is_module):
                 where = f"{os.path.relpath(path, root)}:{number}"
-                if target != "gradagg.torch" and not target.startswith("gradagg.torch."):
+                if not on_torch_side(target):
                     continue
                 if not in_torch and not file.startswith("torch_"):
                     found.append(f"{where}: the core imports {target} of its PyTorch side")

@@ -30,7 +30,9 @@ Prints "python_torch_adam_test: PASS" on rank 0 when every rank passed.
 """
 import math
 import os
+import shutil
 import sys
+import tempfile
 
 try:
     import torch
@@ -547,19 +549,23 @@ def check_distributed_checkpoint(rank):
     assert all(p.grad is None for p in model.parameters()), "DCP's zero gradients were left behind"
     model, optimizer = train(rank, lambda m: gradagg.torch.AdamW(m.parameters(), hook), hook, steps=2)
     expect_error("DCP's optimizer state after training", lambda: get_optimizer_state_dict(model, optimizer), words)
-    directory = f"/tmp/gradagg_dcp_{os.getpid()}"
-    expect_error("the hook's state saved by DCP", lambda: dcp.save({"hook": hook}, checkpoint_id=directory), words)
+    directory = tempfile.mkdtemp(prefix="gradagg_dcp_")  # this rank's own: DCP writes its files where its id says
+    mine = os.path.join(directory, f"rank{rank}.pt")
+    expect_error("the hook's state saved by DCP",
+                 lambda: dcp.save({"hook": hook}, checkpoint_id=os.path.join(directory, "hook")), words)
 
     class PerRank:  # what the message asks for: a state of the user's own that DCP calls saves gradagg's per rank
         def state_dict(self):
-            torch.save({"optimizer": optimizer.state_dict(), "gradagg": hook.state_dict()}, f"{directory}.{rank}.pt")
+            torch.save({"optimizer": optimizer.state_dict(), "gradagg": hook.state_dict()}, mine)
             return {"model": model.state_dict()}
 
         def load_state_dict(self, saved):
             pass
 
-    dcp.save({"app": PerRank()}, checkpoint_id=directory + "_app")
-    assert os.path.exists(f"{directory}.{rank}.pt"), "the user's own per-rank save under DCP was refused"
+    dcp.save({"app": PerRank()}, checkpoint_id=os.path.join(directory, "app"))
+    saved = os.path.exists(mine)
+    shutil.rmtree(directory)
+    assert saved, "the user's own per-rank save under DCP was refused"
     close(hook)
 
 
